@@ -1,0 +1,26 @@
+# Both targets bootstrap .venv on a fresh machine (Python, a C compiler and the package index).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
+STAMP := $(VENV)/.byoc-installed
+
+.PHONY: demo test lint clean
+
+$(STAMP): pyproject.toml core/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade "pip>=25.1"
+	$(PY) -m pip install --quiet --group dev -e core $(addprefix -e ,$(PLUGINS))
+	touch $@
+
+demo: $(STAMP)
+	$(PY) -m byoc.testing.demo
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,56 @@
+"""byoc: Bring Your Own Codegen for ONNX models.
+
+Partition a model between backend plugins and onnxruntime, compile, run, and compare::
+
+    import byoc
+    compiled = byoc.compile("model.onnx", config="byoc.toml")
+    outputs = compiled.run({"x": array})
+    report = byoc.compare("model.onnx", config="byoc.toml")
+    plan = byoc.partition("model.onnx", config="byoc.toml")
+"""
+
+from byoc.compare import CompareReport, compare, random_inputs
+from byoc.config import Config, load_config
+from byoc.errors import (
+    ArtifactError,
+    BackendError,
+    ByocError,
+    ConfigError,
+    InputError,
+    ModelError,
+    PluginError,
+)
+from byoc.executor import CompiledModel, build, compile, load_module
+from byoc.graph import NodeView, TensorType
+from byoc.pipeline import partition
+from byoc.plan import Composite, Partition, Plan
+from byoc.plugins import hookimpl
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ArtifactError",
+    "BackendError",
+    "ByocError",
+    "CompareReport",
+    "CompiledModel",
+    "Composite",
+    "Config",
+    "ConfigError",
+    "InputError",
+    "ModelError",
+    "NodeView",
+    "Partition",
+    "Plan",
+    "PluginError",
+    "TensorType",
+    "__version__",
+    "build",
+    "compare",
+    "compile",
+    "hookimpl",
+    "load_config",
+    "load_module",
+    "partition",
+    "random_inputs",
+]

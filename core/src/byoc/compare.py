@@ -1,0 +1,144 @@
+"""Comparing byoc's outputs with onnxruntime's on the same inputs."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from byoc.config import load_config
+from byoc.errors import InputError
+from byoc.executor import build
+from byoc.graph import Graph
+from byoc.pipeline import ConfigLike, ModelLike, partition
+
+
+def random_inputs(
+    model: Any, shapes: Mapping[str, list[int]] | None = None, seed: int = 0
+) -> dict[str, np.ndarray]:
+    """Random arrays for a model's inputs (a Graph, a ModelProto or a path).
+
+    Floats are standard normal, integers uniform in [0, 10), booleans fair coins. A symbolic
+    dim that ``shapes`` does not fix is an InputError naming the input and the dim.
+    """
+    from byoc.graph import load_model
+
+    graph = model if isinstance(model, Graph) else Graph(load_model(model, shapes))
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for name in graph.inputs:
+        tt = graph.type_of(name)
+        if tt is None or tt.dtype is None or tt.shape is None:
+            raise InputError(f"input '{name}' has no known type and shape; give it with --input")
+        dims = list((shapes or {}).get(name, tt.shape))
+        for i, d in enumerate(dims):
+            if not isinstance(d, int):
+                raise InputError(
+                    f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
+                    f"config's [shapes] table, e.g. {name} = {[x if isinstance(x, int) else 1 for x in dims]}"
+                )
+        if tt.dtype.kind == "f":
+            out[name] = rng.standard_normal(dims).astype(tt.dtype)
+        elif tt.dtype.kind in "iu":
+            out[name] = rng.integers(0, 10, dims).astype(tt.dtype)
+        elif tt.dtype.kind == "b":
+            out[name] = rng.integers(0, 2, dims).astype(bool)
+        else:
+            raise InputError(f"input '{name}' has dtype {tt.dtype}; give it with --input")
+    return out
+
+
+@dataclass
+class OutputReport:
+    name: str
+    shape: tuple[int, ...]
+    max_abs: float
+    max_rel: float
+    passed: bool
+    note: str = ""
+
+
+@dataclass
+class CompareReport:
+    """Per-output errors of byoc against onnxruntime; ``passed`` when every output is close."""
+
+    outputs: list[OutputReport]
+    rtol: float
+    atol: float
+    plan: Any = field(default=None, repr=False)
+
+    @property
+    def passed(self) -> bool:
+        return all(o.passed for o in self.outputs)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "passed": self.passed,
+            "rtol": self.rtol,
+            "atol": self.atol,
+            "outputs": [
+                {"name": o.name, "shape": list(o.shape), "max_abs_error": o.max_abs,
+                 "max_rel_error": o.max_rel, "passed": o.passed, "note": o.note}
+                for o in self.outputs
+            ],
+        }
+
+    def table(self) -> str:
+        rows = [("output", "shape", "max abs err", "max rel err", "result")]
+        for o in self.outputs:
+            rows.append((o.name, "x".join(map(str, o.shape)) or "scalar", f"{o.max_abs:.3g}",
+                         f"{o.max_rel:.3g}", ("ok" if o.passed else "MISMATCH") + (f" ({o.note})" if o.note else "")))
+        widths = [max(len(r[i]) for r in rows) for i in range(5)]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        verdict = "PASS" if self.passed else "FAIL"
+        lines.append(f"{verdict}: |byoc - onnxruntime| <= {self.atol:g} + {self.rtol:g} * |onnxruntime|")
+        return "\n".join(lines)
+
+
+def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> OutputReport:
+    """Compare one output the way ORT's EP tests do: |got - want| <= atol + rtol * |want|."""
+    got, want = np.asarray(got), np.asarray(want)
+    if got.shape != want.shape:
+        return OutputReport(name, want.shape, float("inf"), float("inf"), False,
+                            f"shape {got.shape} != {want.shape}")
+    if got.dtype != want.dtype:
+        return OutputReport(name, want.shape, float("inf"), float("inf"), False,
+                            f"dtype {got.dtype} != {want.dtype}")
+    if want.dtype.kind not in "fciub" or want.size == 0:
+        same = bool(np.array_equal(got, want))
+        return OutputReport(name, want.shape, 0.0 if same else float("inf"), 0.0, same)
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    both_nan = np.isnan(g) & np.isnan(w)
+    diff = np.where(both_nan, 0.0, np.abs(g - w))
+    diff = np.where(np.isinf(w) & (g == w), 0.0, diff)
+    ok = bool(np.all(diff <= atol + rtol * np.abs(np.where(both_nan, 0.0, w))))
+    max_abs = float(np.max(diff))
+    max_rel = float(np.max(diff / np.maximum(np.abs(w), 1e-12)))
+    return OutputReport(name, want.shape, max_abs, max_rel, ok)
+
+
+def compare(
+    model: ModelLike,
+    config: ConfigLike = None,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> CompareReport:
+    """Compile ``model`` with byoc, run it and plain onnxruntime on the same inputs, compare."""
+    cfg = load_config(config)
+    plan = partition(model, cfg)
+    compiled = build(plan, cfg)
+    if inputs is None:
+        inputs = random_inputs(Graph(plan.model), cfg.shapes, cfg.compare["seed"])
+    got = compiled.run(inputs)
+    source = plan.source if plan.source is not None else plan.model
+    reference = ort.InferenceSession(source.SerializeToString(), providers=["CPUExecutionProvider"])
+    want = dict(zip(compiled.outputs, reference.run(compiled.outputs, dict(inputs)), strict=True))
+    rtol = cfg.compare["rtol"] if rtol is None else rtol
+    atol = cfg.compare["atol"] if atol is None else atol
+    reports = [compare_arrays(n, got[n], want[n], rtol, atol) for n in compiled.outputs]
+    return CompareReport(reports, rtol, atol, plan)

@@ -1,0 +1,154 @@
+"""byoc.toml: the shared keys the core owns, and each backend's own ``[backend.<name>]`` table."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from byoc.errors import ConfigError
+
+# key -> (type, default, help). A type of (list, str) is a list of str.
+FALLBACK_KEYS: dict[str, tuple[Any, Any, str]] = {
+    "intra_op_num_threads": (int, 0, "onnxruntime intra-op threads (0: onnxruntime decides)"),
+    "inter_op_num_threads": (int, 0, "onnxruntime inter-op threads (0: onnxruntime decides)"),
+    "graph_optimization_level": (
+        str, "all", "onnxruntime graph optimizations: disable, basic, extended or all"),
+    "allow_spinning": (bool, True, "let onnxruntime's idle threads spin"),
+    "on_backend_error": (
+        str, "raise", "what a backend failure at run time does: raise, or onnxruntime (rerun "
+        "that partition on onnxruntime, with a warning)"),
+}
+COMPARE_KEYS: dict[str, tuple[Any, Any, str]] = {
+    "rtol": (float, 1e-4, "relative tolerance: |got - want| <= atol + rtol * |want|"),
+    "atol": (float, 1e-4, "absolute tolerance"),
+    "seed": (int, 0, "seed of the random inputs"),
+}
+BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
+    "enabled": (bool, True, "false: the backend claims nothing"),
+    "ops": ((list, str), None, "claim only these op types (allow-list)"),
+    "exclude_ops": ((list, str), [], "never claim these op types"),
+    "min_partition_nodes": (
+        int, None, "partitions with fewer nodes go back to onnxruntime (default: the backend's)"),
+}
+TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare")
+_CHOICES = {
+    "graph_optimization_level": ("disable", "basic", "extended", "all"),
+    "on_backend_error": ("raise", "onnxruntime"),
+}
+
+
+@dataclass
+class Config:
+    """Parsed configuration. ``source`` names the file (or ``<dict>``) for error messages."""
+
+    backends: list[str] | None = None
+    backend: dict[str, dict[str, Any]] = field(default_factory=dict)
+    fallback: dict[str, Any] = field(default_factory=dict)
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    compare: dict[str, Any] = field(default_factory=dict)
+    source: str = "<dict>"
+    fallback_explicit: set[str] = field(default_factory=set)  # [fallback] keys the user set
+
+    def backend_table(self, name: str, options: Mapping[str, tuple[Any, Any, str]]) -> dict[str, Any]:
+        """A backend's table with defaults filled in; its own keys are checked against
+        ``options``."""
+        raw = dict(self.backend.get(name, {}))
+        known = {**BACKEND_KEYS, **options}
+        return _check_table(raw, known, f"backend.{name}", self.source)
+
+
+def load_config(config: Config | Mapping[str, Any] | str | os.PathLike[str] | None) -> Config:
+    """Read a byoc.toml, the ``[tool.byoc]`` table of a pyproject.toml, or a dict."""
+    if isinstance(config, Config):
+        return config
+    if config is None:
+        return Config()
+    if isinstance(config, Mapping):
+        return _parse(dict(config), "<dict>")
+    path = os.fspath(config)
+    try:
+        with open(path, "rb") as fh:
+            data = tomllib.load(fh)
+    except FileNotFoundError:
+        raise ConfigError(f"config file '{path}' does not exist") from None
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file '{path}': {exc}") from None
+    if os.path.basename(path) == "pyproject.toml":
+        data = data.get("tool", {}).get("byoc")
+        if data is None:
+            raise ConfigError(f"{path} has no [tool.byoc] table")
+    return _parse(data, path)
+
+
+def _parse(data: dict[str, Any], source: str) -> Config:
+    for key in data:
+        if key not in TOP_KEYS:
+            raise ConfigError(f"{source}: unknown key '{key}' (known: {', '.join(TOP_KEYS)})")
+    cfg = Config(source=source)
+    if "backends" in data:
+        cfg.backends = _typed(data["backends"], (list, str), "backends", source)
+    cfg.fallback = _check_table(_table(data, "fallback", source), FALLBACK_KEYS, "fallback", source)
+    cfg.fallback_explicit = set(_table(data, "fallback", source))
+    cfg.compare = _check_table(_table(data, "compare", source), COMPARE_KEYS, "compare", source)
+    for name, table in _table(data, "backend", source).items():
+        if not isinstance(table, dict):
+            raise ConfigError(f"{source}: 'backend.{name}' must be a table, got {table!r}")
+        cfg.backend[name] = table
+    for name, dims in _table(data, "shapes", source).items():
+        dims = _typed(dims, (list, int), f"shapes.{name}", source)
+        if any(d <= 0 for d in dims):
+            raise ConfigError(f"{source}: 'shapes.{name}' dims must be positive, got {dims}")
+        cfg.shapes[name] = dims
+    return cfg
+
+
+def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
+    value = data.get(key, {})
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: '{key}' must be a table, got {value!r}")
+    return value
+
+
+def _check_table(
+    raw: dict[str, Any], known: Mapping[str, tuple[Any, Any, str]], where: str, source: str
+) -> dict[str, Any]:
+    out = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise ConfigError(
+                f"{source}: unknown key '{where}.{key}' (known: {', '.join(sorted(known))})"
+            )
+        out[key] = _typed(value, known[key][0], f"{where}.{key}", source)
+        if key in _CHOICES and out[key] not in _CHOICES[key]:
+            raise ConfigError(
+                f"{source}: '{where}.{key}' must be one of {', '.join(_CHOICES[key])}, "
+                f"got {value!r}"
+            )
+    for key, (_, default, _) in known.items():
+        out.setdefault(key, list(default) if isinstance(default, list) else default)
+    return out
+
+
+def _typed(value: Any, kind: Any, key: str, source: str) -> Any:
+    if isinstance(kind, tuple):  # (list, item type)
+        if not isinstance(value, list) or not all(_is(v, kind[1]) for v in value):
+            raise ConfigError(
+                f"{source}: '{key}' must be a list of {kind[1].__name__}, got {value!r}"
+            )
+        return list(value)
+    if not _is(value, kind):
+        raise ConfigError(f"{source}: '{key}' must be {kind.__name__}, got {value!r}")
+    return float(value) if kind is float else value
+
+
+def _is(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)

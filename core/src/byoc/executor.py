@@ -1,0 +1,247 @@
+"""Compiling a plan into runnable steps, and running them."""
+
+from __future__ import annotations
+
+import os
+import threading
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from byoc.config import Config, load_config
+from byoc.errors import ArtifactError, BackendError, ByocError, InputError
+from byoc.graph import Graph, TensorType
+from byoc.pipeline import ConfigLike, ModelLike, partition, resolve_backends
+from byoc.plan import FALLBACK, Partition, Plan
+from byoc.plugins import Registry, registry
+
+
+@dataclass
+class Step:
+    """One unit of the schedule: a partition or a fallback segment, and its runtime."""
+
+    unit: Partition
+    artifact: Any
+    runtime: Any
+    drop: list[str] = field(default_factory=list)  # values no later step reads
+    _fallback: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fallback(self, config: Mapping[str, Any]) -> Any:
+        """An onnxruntime runtime for this partition (it is a valid ONNX model)."""
+        with self._lock:
+            if self._fallback is None:
+                self._fallback = _runtime(registry(), FALLBACK, self.unit, config)[1]
+            return self._fallback
+
+
+def _runtime(reg: Registry, backend: str, unit: Partition, config: Mapping[str, Any]) -> tuple[Any, Any]:
+    where = f"partition {unit.name} (backend {backend})"
+    try:
+        artifact = reg.hook.byoc_codegen(backend=backend, partition=unit, config=config)
+    except ByocError:
+        raise
+    except Exception as exc:
+        raise BackendError(f"{where}: codegen failed: {type(exc).__name__}: {exc}") from exc
+    if artifact is None:
+        raise BackendError(f"{where}: no installed plugin generates code for backend '{backend}'")
+    return artifact, create_runtime(reg, backend, unit.name, artifact, config)
+
+
+def create_runtime(
+    reg: Registry, backend: str, name: str, artifact: Any, config: Mapping[str, Any]
+) -> Any:
+    """The runtime object a backend makes of an artifact (after codegen or loading)."""
+    where = f"partition {name} (backend {backend})"
+    try:
+        runtime = reg.hook.byoc_create_runtime(backend=backend, artifact=artifact, config=config)
+    except ByocError:
+        raise
+    except Exception as exc:
+        raise BackendError(f"{where}: creating the runtime failed: {type(exc).__name__}: {exc}") from exc
+    if runtime is None:
+        raise BackendError(f"{where}: no installed plugin creates runtimes for backend '{backend}'")
+    return runtime
+
+
+class CompiledModel:
+    """A partitioned, compiled model. ``run`` is safe to call from many threads at once."""
+
+    def __init__(self, plan: Plan, steps: list[Step], fallback_config: Mapping[str, Any]) -> None:
+        self.plan = plan
+        self.steps = steps
+        self.fallback_config = dict(fallback_config)
+        graph = Graph(plan.model)
+        self.inputs: dict[str, TensorType | None] = {n: graph.type_of(n) for n in graph.inputs}
+        self.outputs = list(graph.outputs)
+        self._constants = {
+            n: graph.constant(n) for n in self.outputs if graph.is_constant(n)
+        }
+        _plan_drops(steps, set(self.outputs))
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run the model: ``{input name: array}`` -> ``{output name: array}``."""
+        env: dict[str, Any] = dict(self._constants)
+        env.update(check_inputs(self.inputs, inputs))
+        on_error = self.fallback_config.get("on_backend_error", "raise")
+        for step in self.steps:
+            unit = step.unit
+            args = [env[name] for name in unit.inputs]
+            try:
+                results = step.runtime.run(args)
+            except Exception as exc:
+                if unit.backend == FALLBACK or on_error != "onnxruntime":
+                    if isinstance(exc, ByocError):
+                        raise
+                    raise BackendError(
+                        f"partition {unit.name} (backend {unit.backend}) failed at run time: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                warnings.warn(
+                    f"byoc: partition {unit.name} (backend {unit.backend}) failed "
+                    f"({type(exc).__name__}: {exc}); running it on onnxruntime instead",
+                    stacklevel=2,
+                )
+                results = step.fallback(self.fallback_config).run(args)
+            if len(results) != len(unit.outputs):
+                raise BackendError(
+                    f"partition {unit.name} (backend {unit.backend}) returned {len(results)} "
+                    f"outputs, expected {len(unit.outputs)}"
+                )
+            env.update(zip(unit.outputs, results, strict=True))
+            for name in step.drop:
+                env.pop(name, None)
+        return {name: env[name] for name in self.outputs}
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{s.unit.name}" for s in self.steps)
+        return f"<CompiledModel {kinds}>"
+
+
+def _plan_drops(steps: list[Step], keep: set[str]) -> None:
+    last: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for name in step.unit.inputs:
+            last[name] = i
+    for name, i in last.items():
+        if name not in keep:
+            steps[i].drop.append(name)
+
+
+def check_inputs(
+    expected: Mapping[str, TensorType | None], given: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """Check names, dtypes and shapes of run inputs; raise InputError saying what is wrong."""
+    if not isinstance(given, Mapping):
+        raise InputError(f"inputs must be a dict {{name: array}}, got {type(given).__name__}")
+    unknown = [n for n in given if n not in expected]
+    if unknown:
+        raise InputError(
+            f"unknown input {', '.join(repr(n) for n in unknown)}; "
+            f"the model's inputs are {', '.join(repr(n) for n in expected)}"
+        )
+    missing = [n for n in expected if n not in given]
+    if missing:
+        raise InputError(f"missing input {', '.join(repr(n) for n in missing)}")
+    out: dict[str, np.ndarray] = {}
+    symbols: dict[str, tuple[int, str]] = {}
+    for name, want in expected.items():
+        value = given[name]
+        if not isinstance(value, np.ndarray):
+            try:
+                value = np.asarray(value, dtype=want.dtype if want and want.dtype else None)
+            except (TypeError, ValueError) as exc:
+                raise InputError(f"input '{name}' is not an array: {exc}") from None
+        if want is not None:
+            _check_one(name, value, want, symbols)
+        out[name] = value
+    return out
+
+
+def _check_one(
+    name: str, value: np.ndarray, want: TensorType, symbols: dict[str, tuple[int, str]]
+) -> None:
+    if want.dtype is not None and value.dtype != want.dtype:
+        raise InputError(
+            f"input '{name}' has dtype {value.dtype} but the model expects {want.dtype}"
+        )
+    if want.shape is None:
+        return
+    shown = tuple(d if d is not None else "?" for d in want.shape)
+    if value.ndim != len(want.shape):
+        raise InputError(
+            f"input '{name}' has shape {value.shape} (rank {value.ndim}) but the model expects "
+            f"{shown} (rank {len(want.shape)})"
+        )
+    for i, (got, dim) in enumerate(zip(value.shape, want.shape, strict=True)):
+        if isinstance(dim, int) and got != dim:
+            raise InputError(
+                f"input '{name}' has shape {value.shape} but the model expects {shown} "
+                f"(dim {i} must be {dim})"
+            )
+        if isinstance(dim, str):
+            seen = symbols.setdefault(dim, (got, name))
+            if seen[0] != got:
+                raise InputError(
+                    f"inconsistent symbolic dim '{dim}': {seen[0]} in input '{seen[1]}' but "
+                    f"{got} in input '{name}'"
+                )
+
+
+def fallback_config(cfg: Config, plan: Plan, reg: Registry) -> dict[str, Any]:
+    """The [fallback] table, with defaults asked for by the backends that have partitions."""
+    table = dict(cfg.fallback)
+    used = {p.backend for p in plan.partitions}
+    for name in sorted(used):
+        for key, value in reg.backends[name].fallback_defaults.items():
+            if key not in cfg.fallback_explicit:
+                table[key] = value
+    return table
+
+
+def build(plan: Plan, config: ConfigLike = None) -> CompiledModel:
+    """Run codegen and create a runtime for every unit of a plan."""
+    cfg = load_config(config if config is not None else plan.config)
+    reg = registry()
+    tables = {a.name: a.table for a in resolve_backends(cfg, reg)[0]}
+    fb = fallback_config(cfg, plan, reg)
+    steps = []
+    for unit in plan.schedule:
+        table = fb if unit.backend == FALLBACK else tables[unit.backend]
+        artifact, runtime = _runtime(reg, unit.backend, unit, table)
+        steps.append(Step(unit, artifact, runtime))
+    return CompiledModel(plan, steps, fb)
+
+
+def compile(model: ModelLike, config: ConfigLike = None) -> CompiledModel:
+    """Partition a model, generate code for every partition and make it runnable."""
+    cfg = load_config(config)
+    return build(partition(model, cfg), cfg)
+
+
+
+def load_module(path: str | os.PathLike[str], backend: str, config: ConfigLike = None) -> Any:
+    """Load one artifact file (e.g. a hand-written ``.examplejson``) as a runnable module.
+
+    The backend's deserialize hook validates the bytes; the result has
+    ``run(inputs: list[array]) -> list[array]``.
+    """
+    reg = registry()
+    if backend not in reg.backends:
+        raise ArtifactError(
+            f"backend '{backend}' is not installed (installed: {', '.join(reg.backends)}); "
+            f"install it (e.g. pip install byoc-{backend})"
+        )
+    try:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        raise ArtifactError(f"cannot read '{path}': {exc}") from None
+    artifact = reg.hook.byoc_deserialize(backend=backend, data=data)
+    if artifact is None:
+        raise ArtifactError(f"backend '{backend}' cannot load artifacts (no deserialize hook)")
+    table = load_config(config).backend_table(backend, reg.backends[backend].options)
+    return create_runtime(reg, backend, os.fspath(path), artifact, table)

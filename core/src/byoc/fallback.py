@@ -1,0 +1,93 @@
+"""The onnxruntime fallback, registered through the same hooks as every backend plugin.
+
+It claims nothing: it runs the segments of the model that no backend claimed. Its config is the
+``[fallback]`` table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+
+from byoc.errors import ArtifactError
+from byoc.plan import FALLBACK, Partition
+from byoc.plugins import hookimpl
+
+_LEVELS = {
+    "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "basic": ort.GraphOptimizationLevel.ORT_ENABLE_BASIC,
+    "extended": ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED,
+    "all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+
+
+def session_options(config: Mapping[str, Any]) -> ort.SessionOptions:
+    """onnxruntime session options from the ``[fallback]`` table."""
+    opts = ort.SessionOptions()
+    if config.get("intra_op_num_threads"):
+        opts.intra_op_num_threads = config["intra_op_num_threads"]
+    if config.get("inter_op_num_threads"):
+        opts.inter_op_num_threads = config["inter_op_num_threads"]
+    opts.graph_optimization_level = _LEVELS[config.get("graph_optimization_level", "all")]
+    if not config.get("allow_spinning", True):
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        opts.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    return opts
+
+
+class OrtRuntime:
+    """One onnxruntime session over a segment; ``run`` takes and returns arrays in order."""
+
+    def __init__(self, model: bytes, config: Mapping[str, Any]) -> None:
+        self.session = ort.InferenceSession(
+            model, session_options(config), providers=["CPUExecutionProvider"]
+        )
+        self.input_names = [i.name for i in self.session.get_inputs()]
+        self.output_names = [o.name for o in self.session.get_outputs()]
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        return self.session.run(self.output_names, dict(zip(self.input_names, inputs, strict=True)))
+
+
+@hookimpl
+def byoc_register_backends(register: Any) -> None:
+    register(
+        FALLBACK,
+        version=ort.__version__,
+        priority=-1,
+        description="fallback: runs every node no backend claims",
+    )
+
+
+@hookimpl
+def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Any:
+    if backend != FALLBACK:
+        return None
+    return partition.model.SerializeToString()
+
+
+@hookimpl
+def byoc_create_runtime(backend: str, artifact: Any, config: Mapping[str, Any]) -> Any:
+    if backend != FALLBACK:
+        return None
+    return OrtRuntime(artifact, config)
+
+
+@hookimpl
+def byoc_serialize(backend: str, artifact: Any) -> bytes | None:
+    return bytes(artifact) if backend == FALLBACK else None
+
+
+@hookimpl
+def byoc_deserialize(backend: str, data: bytes) -> Any:
+    if backend != FALLBACK:
+        return None
+    try:
+        onnx.ModelProto().ParseFromString(data)
+    except Exception as exc:
+        raise ArtifactError(f"onnxruntime segment is not a valid ONNX model: {exc}") from exc
+    return bytes(data)

@@ -1,0 +1,402 @@
+"""Loading an ONNX model and looking at its graph: types, constants, producers, consumers."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from byoc.errors import ModelError
+
+SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+# Ops whose result is folded to a constant when every input is constant ("int8 behind Cast").
+_FOLDABLE = frozenset({"Constant", "Cast", "Identity"})
+
+Dim = int | str | None
+
+
+@dataclass(frozen=True)
+class TensorType:
+    """A value's element type and shape, as far as shape inference knows them."""
+
+    dtype: np.dtype[Any] | None
+    shape: tuple[Dim, ...] | None
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    def __str__(self) -> str:
+        dims = "?" if self.shape is None else "x".join(str(d) for d in self.shape) or "scalar"
+        return f"{self.dtype if self.dtype is not None else '?'}[{dims}]"
+
+
+def tensor_type(type_proto: onnx.TypeProto) -> TensorType | None:
+    """The TensorType of a TypeProto, or None for sequences, maps and optionals."""
+    if not type_proto.HasField("tensor_type"):
+        return None
+    tt = type_proto.tensor_type
+    dtype = None
+    if tt.elem_type:
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tt.elem_type))
+        except (KeyError, TypeError, ValueError):
+            dtype = None
+    shape: tuple[Dim, ...] | None = None
+    if tt.HasField("shape"):
+        shape = tuple(  # some exporters write -1 for an unknown dim
+            d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
+            for d in tt.shape.dim
+        )
+    return TensorType(dtype, shape)
+
+
+def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
+    """A node's attributes as Python values (strings decoded, tensors as numpy arrays)."""
+    out: dict[str, Any] = {}
+    for attr in node.attribute:
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", "replace") for v in value]
+        elif isinstance(value, onnx.TensorProto):
+            value = numpy_helper.to_array(value)
+        out[attr.name] = value
+    return out
+
+
+def subgraph_reads(node: onnx.NodeProto) -> list[str]:
+    """Outer-scope values read by a node's subgraphs (If, Loop, Scan), nested ones included."""
+    reads: list[str] = []
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in graphs:
+            reads.extend(_free_names(g))
+    return list(dict.fromkeys(reads))
+
+
+def _free_names(graph: onnx.GraphProto) -> list[str]:
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    defined |= {t.name for t in graph.sparse_initializer}
+    free: list[str] = []
+    for node in graph.node:
+        for name in [*node.input, *subgraph_reads(node)]:
+            if name and name not in defined:
+                free.append(name)
+        defined.update(node.output)
+    free.extend(v.name for v in graph.output if v.name not in defined)
+    return free
+
+
+class NodeView:
+    """What a backend's check sees of one node: op, attributes, input/output types, constants."""
+
+    def __init__(self, graph: Graph, index: int) -> None:
+        self.graph = graph
+        self.index = index
+        self.proto = graph.nodes[index]
+
+    name = property(lambda self: self.proto.name)
+    op_type = property(lambda self: self.proto.op_type)
+    domain = property(lambda self: self.proto.domain)
+    inputs = property(lambda self: list(self.proto.input))
+    outputs = property(lambda self: list(self.proto.output))
+
+    @cached_property
+    def attrs(self) -> dict[str, Any]:
+        return attribute_values(self.proto)
+
+    def input_type(self, i: int) -> TensorType | None:
+        """Type of input ``i``, or None when it is absent or unknown."""
+        names = self.proto.input
+        return self.graph.type_of(names[i]) if i < len(names) and names[i] else None
+
+    def output_type(self, i: int) -> TensorType | None:
+        names = self.proto.output
+        return self.graph.type_of(names[i]) if i < len(names) and names[i] else None
+
+    def const(self, i: int) -> np.ndarray | None:
+        """Value of input ``i`` when it is a constant, else None."""
+        names = self.proto.input
+        return self.graph.constant(names[i]) if i < len(names) and names[i] else None
+
+    def __repr__(self) -> str:
+        return f"<NodeView {self.name} {self.op_type}>"
+
+
+class Graph:
+    """Analysis of a normalized model's main graph (see ``load_model``).
+
+    Nodes are in topological order. Constant values (initializers, Constant nodes, Cast/Identity
+    of constants) are not edges: each user binds them itself.
+    """
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        g = model.graph
+        self.nodes: list[onnx.NodeProto] = list(g.node)
+        self.index = {n.name: i for i, n in enumerate(self.nodes)}
+        self.initializers = {t.name: t for t in g.initializer}
+        init_names = set(self.initializers)
+        self.inputs = [v.name for v in g.input if v.name not in init_names]
+        self.outputs = [v.name for v in g.output]
+        self.producer: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for name in node.output:
+                if name:
+                    self.producer[name] = i
+        self._types: dict[str, TensorType | None] = {}
+        for v in [*g.input, *g.value_info, *g.output]:
+            if v.type.ByteSize():
+                self._types[v.name] = tensor_type(v.type)
+        for t in g.initializer:
+            dims = tuple(int(d) for d in t.dims)
+            self._types[t.name] = TensorType(np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)), dims)
+        self._constant_cache: dict[str, np.ndarray] = {}
+        self.const_nodes = self._find_const_nodes()
+        self.reads: list[list[str]] = []  # per node: non-constant values it reads, subgraphs included
+        self.consumers: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            names = [n for n in [*node.input, *subgraph_reads(node)] if n and not self.is_constant(n)]
+            names = list(dict.fromkeys(names))
+            self.reads.append(names)
+            for name in names:
+                self.consumers.setdefault(name, []).append(i)
+
+    def _find_const_nodes(self) -> set[int]:
+        constant_values = set(self.initializers)
+        const_nodes: set[int] = set()
+        for i, node in enumerate(self.nodes):
+            if node.op_type in _FOLDABLE and node.domain in ("", "ai.onnx") and all(
+                name in constant_values for name in node.input if name
+            ):
+                const_nodes.add(i)
+                constant_values.update(node.output)
+        self._constant_values = constant_values
+        return const_nodes
+
+    # -- values ---------------------------------------------------------------------------
+
+    def is_constant(self, name: str) -> bool:
+        return name in self._constant_values
+
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value of a constant as a numpy array, or None if ``name`` is not constant."""
+        if name not in self._constant_values:
+            return None
+        if name not in self._constant_cache:
+            if name in self.initializers:
+                value = numpy_helper.to_array(self.initializers[name])
+            else:
+                value = self._fold(self.nodes[self.producer[name]])
+            self._constant_cache[name] = value
+        return self._constant_cache[name]
+
+    def _fold(self, node: onnx.NodeProto) -> np.ndarray:
+        attrs = attribute_values(node)
+        if node.op_type == "Constant":
+            (key, value), = ((k, v) for k, v in attrs.items())
+            if key == "sparse_value":
+                raise ModelError(f"node '{node.name}': sparse Constant values are not supported")
+            return np.asarray(value, dtype=np.float32 if key.startswith("value_float") else None)
+        source = self.constant(node.input[0])
+        assert source is not None
+        if node.op_type == "Cast":
+            return source.astype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+        return source
+
+    def type_of(self, name: str) -> TensorType | None:
+        if name not in self._types and name in self._constant_values:
+            value = self.constant(name)
+            assert value is not None
+            self._types[name] = TensorType(value.dtype, tuple(value.shape))
+        return self._types.get(name)
+
+    def view(self, index: int) -> NodeView:
+        return NodeView(self, index)
+
+    def succ(self, index: int) -> Iterable[int]:
+        """Nodes reading a (non-constant) value that node ``index`` produces."""
+        for name in self.nodes[index].output:
+            yield from self.consumers.get(name, ())
+
+    def pred(self, index: int) -> Iterable[int]:
+        """Nodes producing a (non-constant) value that node ``index`` reads."""
+        for name in self.reads[index]:
+            if name in self.producer:
+                yield self.producer[name]
+
+
+# ---------------------------------------------------------------------------------------------
+# loading and normalizing
+# ---------------------------------------------------------------------------------------------
+
+
+def load_model(
+    model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+) -> onnx.ModelProto:
+    """Load a model and normalize it for partitioning: ``specialize(read_model(model), shapes)``."""
+    return specialize(read_model(model), shapes)
+
+
+def read_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    """Read a model, give every node a unique name (unnamed nodes become ``<op_type>_<index>``),
+    check that every value is defined once and put nodes in topological order. The caller's
+    ModelProto is not changed."""
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+    elif isinstance(model, bytes):
+        proto = _parse(model, "the given bytes")
+    else:
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise ModelError(f"model file '{path}' does not exist")
+        try:
+            proto = onnx.load(path)
+        except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...
+            raise ModelError(f"'{path}' is not a valid ONNX model: {exc}") from exc
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelError("the model has an empty graph (no nodes, no outputs)")
+    _name_nodes(proto.graph)
+    _check_names(proto.graph)
+    _toposort(proto.graph)
+    return proto
+
+
+def specialize(
+    source: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None = None
+) -> onnx.ModelProto:
+    """A copy of a read model with the input dims in ``shapes`` fixed, checked by the ONNX
+    checker, and with the main graph's value types filled in by ONNX shape inference."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(source)
+    if shapes:
+        _fix_shapes(proto.graph, shapes)
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:
+        raise ModelError(f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}") from exc
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception as exc:
+        raise ModelError(f"ONNX shape inference failed on the model: {exc}") from exc
+    # Keep the main graph's inferred types only: what inference writes into If/Loop bodies can
+    # contradict onnxruntime's own inference (seen on Silero VAD), so subgraphs stay as written.
+    del proto.graph.value_info[:]
+    proto.graph.value_info.extend(inferred.graph.value_info)
+    for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
+        old.CopyFrom(new)
+    return proto
+
+
+def _parse(data: bytes, where: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as exc:
+        raise ModelError(f"{where} are not a valid ONNX model: {exc}") from exc
+    return proto
+
+
+def _name_nodes(graph: onnx.GraphProto) -> None:
+    taken = {n.name for n in graph.node if n.name}
+    seen: set[str] = set()
+    for i, node in enumerate(graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{i}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
+        elif node.name in seen:  # duplicate names: keep the first, suffix the others
+            name = f"{node.name}_{i}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
+        seen.add(node.name)
+
+
+def _check_names(graph: onnx.GraphProto) -> None:
+    """Every value read is defined; no value is defined twice (SSA)."""
+    inputs = {v.name for v in graph.input}
+    defined = inputs | {t.name for t in graph.initializer}
+    produced: set[str] = set()
+    for node in graph.node:
+        for name in node.output:
+            if name and (name in produced or name in inputs):
+                raise ModelError(f"value '{name}' is defined twice (again by node '{node.name}')")
+            produced.add(name)
+    defined |= produced
+    for node in graph.node:
+        for name in [*node.input, *subgraph_reads(node)]:
+            if name and name not in defined:
+                raise ModelError(f"node '{node.name}' reads '{name}', which nothing defines")
+    for v in graph.output:
+        if v.name not in defined:
+            raise ModelError(f"graph output '{v.name}' is not produced by any node or input")
+
+
+def _toposort(graph: onnx.GraphProto) -> None:
+    nodes = list(graph.node)
+    producer = {name: i for i, n in enumerate(nodes) for name in n.output if name}
+    deps = [
+        {producer[x] for x in [*n.input, *subgraph_reads(n)] if x in producer} for n in nodes
+    ]
+    order: list[int] = []
+    state = [0] * len(nodes)  # 0 new, 1 on stack, 2 done
+    for start in range(len(nodes)):
+        if state[start]:
+            continue
+        stack = [(start, iter(sorted(deps[start])))]
+        state[start] = 1
+        while stack:
+            i, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[i] = 2
+                order.append(i)
+            elif state[nxt] == 1:
+                raise ModelError(f"the graph has a cycle through node '{nodes[nxt].name}'")
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                stack.append((nxt, iter(sorted(deps[nxt]))))
+    if order != list(range(len(nodes))):
+        del graph.node[:]
+        graph.node.extend(nodes[i] for i in order)
+
+
+def _fix_shapes(graph: onnx.GraphProto, shapes: Mapping[str, Sequence[int]]) -> None:
+    del graph.value_info[:]  # stale symbolic shapes; inference recomputes them
+    by_name = {v.name: v for v in graph.input}
+    for name, dims in shapes.items():
+        if name not in by_name:
+            raise ModelError(
+                f"[shapes] names input '{name}', but the model's inputs are {sorted(by_name)}"
+            )
+        tt = by_name[name].type.tensor_type
+        old = tt.shape.dim
+        if len(old) and len(old) != len(dims):
+            raise ModelError(
+                f"[shapes] gives input '{name}' {len(dims)} dims {list(dims)}, "
+                f"but the model declares {len(old)}"
+            )
+        for i, (d, new) in enumerate(zip(old, dims, strict=False)):
+            if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != new:
+                raise ModelError(
+                    f"[shapes] gives input '{name}' dim {i} = {new}, "
+                    f"but the model fixes it to {d.dim_value}"
+                )
+        del tt.shape.dim[:]
+        for new in dims:
+            tt.shape.dim.add().dim_value = int(new)

@@ -1,0 +1,142 @@
+"""Hook specifications: the four stages a byoc backend plugin implements.
+
+A plugin is a module (or object) with functions decorated by ``byoc.hookimpl`` and named after the
+specs below. It is found through an entry point in the group ``byoc.backends``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+    from byoc.plan import Partition
+
+hookspec = pluggy.HookspecMarker("byoc")
+
+# ---------------------------------------------------------------------------------------------
+# discovery
+# ---------------------------------------------------------------------------------------------
+
+
+@hookspec
+def byoc_register_backends(register: Callable[..., None]) -> None:
+    """Register the backends this plugin provides.
+
+    Collecting hook: every plugin is called once, when the plugin manager is built.
+
+    :param register: call ``register(name, version=..., available=..., options=...,
+        min_partition_nodes=..., priority=..., prune=..., fallback_defaults=...,
+        description=...)`` once per backend. ``available`` is a callable returning ``None``
+        when the backend can be used, or a reason string when it cannot (no C compiler, library
+        missing). ``options`` maps each key of the backend's own ``[backend.<name>]`` table to
+        ``(type, default, help)``. ``priority`` orders backends when the config gives no
+        ``backends`` list (higher first). ``prune(nodes: list[NodeView])`` returns a reason to
+        send a too-small partition back to onnxruntime, or None to keep it.
+        ``fallback_defaults`` gives ``[fallback]`` values to use, when the user sets none,
+        while this backend has partitions (e.g. ``{"allow_spinning": False}``).
+    """
+
+
+# ---------------------------------------------------------------------------------------------
+# annotation
+# ---------------------------------------------------------------------------------------------
+
+
+@hookspec
+def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Return the single ops the backend claims, with a check per op type.
+
+    Dispatch hook: implementations return ``None`` for backends that are not theirs. The
+    results of all plugins are collected.
+
+    :param backend: the backend name.
+    :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
+    :return: ``{op_type: check}``; ``check(node: NodeView)`` returns ``None`` to accept the
+        node or a reason string to refuse it. Called once per partitioning run.
+    """
+
+
+@hookspec
+def byoc_pattern_table(backend: str, config: Mapping[str, Any]) -> list[Any] | None:
+    """Return the backend's composite patterns, most specific first.
+
+    Dispatch hook: implementations return ``None`` for backends that are not theirs.
+
+    :param backend: the backend name.
+    :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
+    :return: an ordered list of ``(name, pattern, check)``; ``name`` is
+        ``"<backend>.<pattern>"``, ``pattern`` is built with ``byoc.patterns``, ``check(match)``
+        returns ``None`` to accept or a reason string to refuse (``check`` may be ``None``).
+    """
+
+
+# ---------------------------------------------------------------------------------------------
+# codegen
+# ---------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Any:
+    """Turn one partition into an artifact (C source, a JSON graph, ...).
+
+    Stops at first non-None result. Called once per partition at compile time.
+
+    :param backend: the backend name; return ``None`` if it is not yours.
+    :param partition: the partition: a standalone ONNX model, its composites and signature.
+    :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
+    :return: the artifact, any object your runtime and serialization hooks understand.
+    """
+
+
+# ---------------------------------------------------------------------------------------------
+# runtime
+# ---------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def byoc_create_runtime(backend: str, artifact: Any, config: Mapping[str, Any]) -> Any:
+    """Turn an artifact into a runtime object.
+
+    Stops at first non-None result. Called once per partition, after codegen or after loading.
+
+    :param backend: the backend name; return ``None`` if it is not yours.
+    :param artifact: what ``byoc_codegen`` or ``byoc_deserialize`` returned.
+    :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
+    :return: an object with ``run(inputs: list[numpy.ndarray]) -> list[numpy.ndarray]``
+        (partition inputs and outputs in signature order). ``run`` must be safe to call from
+        many threads at once.
+    """
+
+
+# ---------------------------------------------------------------------------------------------
+# serialization
+# ---------------------------------------------------------------------------------------------
+
+
+@hookspec(firstresult=True)
+def byoc_serialize(backend: str, artifact: Any) -> bytes | None:
+    """Turn an artifact into bytes for a ``.byoc`` file.
+
+    Stops at first non-None result.
+
+    :param backend: the backend name; return ``None`` if it is not yours.
+    :param artifact: what ``byoc_codegen`` returned.
+    :return: bytes that ``byoc_deserialize`` turns back into an equal artifact.
+    """
+
+
+@hookspec(firstresult=True)
+def byoc_deserialize(backend: str, data: bytes) -> Any:
+    """Turn bytes written by ``byoc_serialize`` back into an artifact.
+
+    Stops at first non-None result. Must validate ``data``: it may be damaged or hostile.
+
+    :param backend: the backend name; return ``None`` if it is not yours.
+    :param data: the bytes ``byoc_serialize`` wrote.
+    :return: the artifact; raise ``byoc.ArtifactError`` if ``data`` is not valid.
+    """
+

@@ -1,0 +1,1 @@
+"""The partitioning passes, in the order the pipeline runs them (see ``byoc.pipeline``)."""

@@ -1,0 +1,185 @@
+"""PartitionGraph: turn regions into standalone ONNX models, named and in run order."""
+
+from __future__ import annotations
+
+import heapq
+
+import onnx
+from onnx import helper, numpy_helper
+
+from byoc.errors import ModelError
+from byoc.graph import Graph, subgraph_reads
+from byoc.plan import FALLBACK, Composite, Partition
+
+
+def partition_graph(
+    graph: Graph,
+    regions: list[tuple[str, list[int]]],
+    composites: list[Composite],
+    declared: dict[str, onnx.ValueInfoProto] | None = None,
+) -> list[Partition]:
+    """Build one Partition per region and return them in a topological run order.
+
+    Rules: inputs are the non-constant values a region reads but does not produce,
+    deduplicated, in first-use order; outputs are the values it produces that anything outside
+    reads or that are graph outputs, deduplicated, in production order; every constant it reads
+    is bound inside as an initializer. Symbols are ``<backend>_<n>``, numbered per backend in
+    run order. Constant nodes are listed in the one backend partition that alone uses them.
+    Fallback segments declare the model's inputs as the model does (``declared``): onnxruntime
+    may refuse a model whose input dims were fixed (its inference inside If bodies can fail).
+    """
+    region_of = {node: r for r, (_, nodes) in enumerate(regions) for node in nodes}
+    order = _toposort_regions(graph, [nodes for _, nodes in regions], region_of)
+    counters: dict[str, int] = {}
+    units: list[Partition] = []
+    by_region: dict[int, Partition] = {}
+    for r in order:
+        backend, nodes = regions[r]
+        index = counters.get(backend, 0)
+        counters[backend] = index + 1
+        symbol = f"{backend}_{index}"
+        names = {graph.nodes[n].name for n in nodes}
+        unit = _extract(graph, nodes, symbol, backend, declared if backend == FALLBACK else None)
+        unit.composites = [c for c in composites if c.nodes[-1] in names]
+        units.append(unit)
+        by_region[r] = unit
+    for const, r in _absorbed_constants(graph, region_of).items():
+        if regions[r][0] != FALLBACK:
+            by_region[r].nodes.append(graph.nodes[const].name)
+    for unit in units:
+        unit.nodes.sort(key=graph.index.__getitem__)
+    return units
+
+
+def _toposort_regions(graph: Graph, regions: list[list[int]], region_of: dict[int, int]) -> list[int]:
+    succ: list[set[int]] = [set() for _ in regions]
+    indegree = [0] * len(regions)
+    for r, nodes in enumerate(regions):
+        for n in nodes:
+            for s in graph.succ(n):
+                t = region_of[s]
+                if t != r and t not in succ[r]:
+                    succ[r].add(t)
+                    indegree[t] += 1
+    heap = [(regions[r][0], r) for r in range(len(regions)) if indegree[r] == 0]
+    heapq.heapify(heap)
+    order: list[int] = []
+    while heap:
+        _, r = heapq.heappop(heap)
+        order.append(r)
+        for t in succ[r]:
+            indegree[t] -= 1
+            if indegree[t] == 0:
+                heapq.heappush(heap, (regions[t][0], t))
+    if len(order) != len(regions):
+        raise ModelError("internal error: the partitions form a cycle")  # merges prevent this
+    return order
+
+
+def _constant_readers(graph: Graph) -> dict[str, list[int]]:
+    readers: dict[str, list[int]] = {}
+    for i, node in enumerate(graph.nodes):
+        for name in dict.fromkeys([*node.input, *subgraph_reads(node)]):
+            if name and graph.is_constant(name):
+                readers.setdefault(name, []).append(i)
+    return readers
+
+
+def _absorbed_constants(graph: Graph, region_of: dict[int, int]) -> dict[int, int]:
+    """Constant nodes whose every use lies in one region: node -> region."""
+    readers = _constant_readers(graph)
+    outputs = set(graph.outputs)
+    owner: dict[int, int | None] = {}
+    for c in sorted(graph.const_nodes, reverse=True):  # users come later in topological order
+        found: set[int | None] = set()
+        for value in graph.nodes[c].output:
+            if value in outputs:
+                found.add(None)
+            for user in readers.get(value, []):
+                found.add(owner.get(user) if user in graph.const_nodes else region_of.get(user))
+        owner[c] = found.pop() if len(found) == 1 else None
+    return {c: r for c, r in owner.items() if r is not None}
+
+
+def _extract(
+    graph: Graph,
+    nodes: list[int],
+    symbol: str,
+    backend: str,
+    declared: dict[str, onnx.ValueInfoProto] | None,
+) -> Partition:
+    members = set(nodes)
+    produced = {v for n in nodes for v in graph.nodes[n].output if v}
+    graph_outputs = set(graph.outputs)
+    inputs: list[str] = []
+    constants: list[str] = []
+    for n in nodes:
+        node = graph.nodes[n]
+        for name in dict.fromkeys([*node.input, *subgraph_reads(node)]):
+            if not name or name in produced:
+                continue
+            (constants if graph.is_constant(name) else inputs).append(name)
+    inputs = list(dict.fromkeys(inputs))
+    constants = list(dict.fromkeys(constants))
+    outputs = [
+        v
+        for n in nodes
+        for v in graph.nodes[n].output
+        if v and (v in graph_outputs or any(u not in members for u in graph.consumers.get(v, ())))
+    ]
+    model = _model(graph, nodes, inputs, outputs, constants, symbol, declared or {})
+    names = [graph.nodes[n].name for n in nodes]
+    return Partition(symbol, backend, names, inputs, list(dict.fromkeys(outputs)), model)
+
+
+def _model(
+    graph: Graph,
+    nodes: list[int],
+    inputs: list[str],
+    outputs: list[str],
+    constants: list[str],
+    symbol: str,
+    declared: dict[str, onnx.ValueInfoProto],
+) -> onnx.ModelProto:
+    src = graph.model
+    infos = {v.name: v for v in [*src.graph.input, *src.graph.value_info, *src.graph.output]}
+    infos.update(declared)
+    g = onnx.GraphProto(name=symbol)
+    g.node.extend(graph.nodes[n] for n in nodes)
+    for name in inputs:
+        g.input.append(_value_info(infos, name, symbol, required=True))
+    for name in dict.fromkeys(outputs):
+        g.output.append(_value_info(infos, name, symbol, required=False))
+    for name in constants:
+        if name in graph.initializers:
+            g.initializer.append(graph.initializers[name])
+        else:
+            value = graph.constant(name)
+            g.initializer.append(numpy_helper.from_array(value, name))
+    boundary = set(inputs) | set(outputs)
+    for n in nodes:
+        for v in graph.nodes[n].output:
+            if v in infos and v not in boundary:
+                g.value_info.append(infos[v])
+    model = helper.make_model(
+        g,
+        opset_imports=list(src.opset_import),
+        ir_version=src.ir_version,
+        producer_name="byoc",
+        functions=list(src.functions),
+    )
+    return model
+
+
+def _value_info(
+    infos: dict[str, onnx.ValueInfoProto], name: str, symbol: str, required: bool
+) -> onnx.ValueInfoProto:
+    info = infos.get(name)
+    if info is not None and info.type.ByteSize():
+        return info
+    if required:
+        raise ModelError(
+            f"cannot tell the type of '{name}', an input of {symbol}: ONNX shape inference "
+            f"could not infer it; fix the model's input shapes with [shapes]"
+        )
+    return helper.make_empty_tensor_value_info(name)

@@ -1,0 +1,181 @@
+"""The partitioning pipeline, TVM's steps on ONNX, read top to bottom in ``partition``."""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import onnx
+
+from byoc.config import Config, load_config
+from byoc.errors import ConfigError
+from byoc.graph import Graph, read_model, specialize
+from byoc.passes.annotate import Candidate, annotate_target
+from byoc.passes.merge_composite import merge_composite
+from byoc.passes.merge_regions import Regions, merge_compiler_regions
+from byoc.passes.partition import partition_graph
+from byoc.plan import FALLBACK, Composite, Decision, Plan
+from byoc.plugins import ENV_VAR, Backend, Registry, registry
+
+ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto
+ConfigLike = Config | Mapping[str, Any] | str | os.PathLike[str] | None
+
+
+@dataclass
+class Active:
+    """A backend taking part in this run, with its config table filled in."""
+
+    backend: Backend
+    table: dict[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.backend.name
+
+
+def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str, str]]:
+    """The enabled, available backends in priority order, and why others sit out."""
+    known = {b.name: b for b in reg.claimable()}
+    broken = {b.name: b.reason for b in reg.broken}
+    names = cfg.backends if cfg.backends is not None else list(known)
+    for name in [*names, *cfg.backend]:
+        if name not in known and name not in broken:
+            hint = f" ({ENV_VAR} is set to {os.environ[ENV_VAR]!r})" if ENV_VAR in os.environ else ""
+            raise ConfigError(
+                f"{cfg.source}: unknown backend '{name}'; installed backends: "
+                f"{', '.join(known) or 'none'}{hint}. Install it (e.g. pip install byoc-{name})"
+            )
+    if len(set(names)) != len(names):
+        raise ConfigError(f"{cfg.source}: 'backends' names a backend twice: {names}")
+    tables = {n: cfg.backend_table(n, b.options) for n, b in known.items() if n in cfg.backend}
+    active: list[Active] = []
+    skipped: dict[str, str] = {}
+    for name in names:
+        if name in broken:
+            skipped[name] = broken[name]
+            warnings.warn(f"byoc: backend '{name}' is not used: {broken[name]}", stacklevel=3)
+            continue
+        backend = known[name]
+        table = tables.get(name) or cfg.backend_table(name, backend.options)
+        if table["min_partition_nodes"] is None:
+            table["min_partition_nodes"] = backend.min_partition_nodes
+        reason = backend.unavailable_reason
+        if not table["enabled"]:
+            skipped[name] = f"disabled by [backend.{name}] enabled = false"
+        elif reason is not None:
+            skipped[name] = f"unavailable: {reason}"
+            warnings.warn(f"byoc: backend '{name}' claims nothing: {reason}", stacklevel=3)
+        else:
+            active.append(Active(backend, table))
+    return active, skipped
+
+
+def partition(model: ModelLike, config: ConfigLike = None) -> Plan:
+    """Partition a model between the configured backends and onnxruntime."""
+    cfg = load_config(config)
+    reg = registry()
+    active, skipped = resolve_backends(cfg, reg)
+    source = read_model(model)  # 1. load: names, order, then [shapes] and shape inference
+    graph = Graph(specialize(source, cfg.shapes))
+    n = len(graph.nodes)
+    labels: list[str | None] = [None] * n
+    refusals: dict[int, list[tuple[str, str]]] = {}
+    candidates = [
+        Candidate(a.name, reg.supported_ops(a.name, a.table), a.table["ops"], a.table["exclude_ops"])
+        for a in active
+    ]
+    allowed = {c.name: c.allowed for c in candidates}
+    tables = [(a.name, reg.pattern_table(a.name, a.table)) for a in active]
+    matches = merge_composite(  # 2. MergeComposite
+        graph, tables, lambda b, t: allowed[b](t), refusals
+    )
+    for m in matches:
+        for member in m.members:
+            labels[member] = m.backend
+    annotate_target(graph, candidates, labels, refusals)  # 3. AnnotateTarget
+    regions = Regions(graph, labels, [m.members for m in matches])
+    merge_compiler_regions(regions)  # 4. MergeCompilerRegions
+    kept = _prune(graph, regions, labels, {a.name: a for a in active}, refusals)
+    fallback = [FALLBACK if lab is None and i not in graph.const_nodes else None
+                for i, lab in enumerate(labels)]
+    leftover = Regions(graph, fallback, [])
+    merge_compiler_regions(leftover, any_pair=True)  # the fallback: few onnxruntime sessions
+    composites = [Composite(m.name, tuple(graph.nodes[i].name for i in m.members)) for m in matches]
+    units = partition_graph(  # 5. PartitionGraph
+        graph,
+        kept + [(FALLBACK, nodes) for nodes in leftover.regions()],
+        [c for c in composites if labels[graph.index[c.nodes[-1]]] is not None],
+        declared={v.name: v for v in source.graph.input},
+    )
+    plan = _plan(graph, units, labels, refusals, matches, skipped, cfg)
+    plan.source = source
+    return plan
+
+
+def _prune(
+    graph: Graph,
+    regions: Regions,
+    labels: list[str | None],
+    active: dict[str, Active],
+    refusals: dict[int, list[tuple[str, str]]],
+) -> list[tuple[str, list[int]]]:
+    """Send regions below a backend's minimum size (or refused by its prune) to the fallback."""
+    kept = []
+    for nodes in regions.regions():
+        backend = labels[nodes[0]]
+        assert backend is not None
+        a = active[backend]
+        reason = None
+        if len(nodes) < a.table["min_partition_nodes"]:
+            reason = (
+                f"pruned: its partition has {len(nodes)} node(s), fewer than "
+                f"min_partition_nodes = {a.table['min_partition_nodes']}"
+            )
+        elif a.backend.prune is not None:
+            pruned = a.backend.prune([graph.view(i) for i in nodes])
+            reason = f"pruned: {pruned}" if pruned else None
+        if reason is None:
+            kept.append((backend, nodes))
+            continue
+        for i in nodes:
+            labels[i] = None
+            refusals.setdefault(i, []).append((backend, reason))
+    return kept
+
+
+def _plan(
+    graph: Graph,
+    units: list[Any],
+    labels: list[str | None],
+    refusals: dict[int, list[tuple[str, str]]],
+    matches: list[Any],
+    skipped: dict[str, str],
+    cfg: Config,
+) -> Plan:
+    composite_of = {i: m.name for m in matches for i in m.members if labels[i] is not None}
+    owner = {name: u for u in units for name in u.nodes}
+    decisions: dict[str, Decision] = {}
+    fallback_nodes: list[str] = []
+    for i, node in enumerate(graph.nodes):
+        unit = owner.get(node.name)
+        notes = list(refusals.get(i, []))
+        if i in graph.const_nodes:
+            notes.append(("*", "a constant: bound inside every partition that reads it"))
+        notes.extend((b, f"backend {reason}") for b, reason in skipped.items())
+        if unit is None or unit.backend == FALLBACK:
+            fallback_nodes.append(node.name)
+            decisions[node.name] = Decision(unit.name if unit else FALLBACK, FALLBACK, None, notes)
+        else:
+            decisions[node.name] = Decision(unit.name, unit.backend, composite_of.get(i), notes)
+    return Plan(
+        model=graph.model,
+        partitions=[u for u in units if u.backend != FALLBACK],
+        segments=[u for u in units if u.backend == FALLBACK],
+        schedule=units,
+        fallback_nodes=fallback_nodes,
+        decisions=decisions,
+        config=cfg,
+    )

@@ -1,0 +1,135 @@
+"""The partition plan: what each backend gets, and what stays on onnxruntime."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+import onnx
+
+from byoc.graph import Graph, NodeView
+
+FALLBACK = "onnxruntime"
+
+
+@dataclass(frozen=True)
+class Composite:
+    """Nodes that MergeComposite grouped into one kernel, e.g. ``dnnl.conv2d_bias_relu``."""
+
+    name: str
+    nodes: tuple[str, ...]  # member node names in topological order; the root is last
+
+
+@dataclass
+class Partition:
+    """One unit of the compiled model: a backend partition or a fallback segment.
+
+    ``model`` is a standalone ONNX model of the partition: its graph inputs and outputs are
+    ``inputs`` and ``outputs`` (in that order), every constant it reads is an initializer, and
+    it keeps the source model's IR version, opsets and functions, so onnxruntime can run it too.
+    """
+
+    name: str  # the symbol: <backend>_<index>
+    backend: str
+    nodes: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    model: onnx.ModelProto
+    composites: list[Composite] = field(default_factory=list)
+
+    @cached_property
+    def graph(self) -> Graph:
+        """Analysis of ``model``: types, constants, node views."""
+        return Graph(self.model)
+
+    def steps(self) -> list[NodeView | tuple[Composite, list[NodeView]]]:
+        """The work in topological order: single nodes, and composites with their members."""
+        graph = self.graph
+        owner = {name: c for c in self.composites for name in c.nodes}
+        out: list[NodeView | tuple[Composite, list[NodeView]]] = []
+        for i, node in enumerate(graph.nodes):
+            if i in graph.const_nodes:
+                continue
+            comp = owner.get(node.name)
+            if comp is None:
+                out.append(graph.view(i))
+            elif node.name == comp.nodes[-1]:
+                out.append((comp, [graph.view(graph.index[n]) for n in comp.nodes]))
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "backend": self.backend,
+            "nodes": list(self.nodes),
+            "inputs": list(self.inputs),
+            "outputs": list(self.outputs),
+        }
+
+
+@dataclass
+class Decision:
+    """Why a node ended where it did, for ``byoc explain``."""
+
+    owner: str  # partition name, or "onnxruntime"
+    backend: str  # backend name, or "onnxruntime"
+    composite: str | None = None
+    refusals: list[tuple[str, str]] = field(default_factory=list)  # (backend, reason)
+
+
+@dataclass
+class Plan:
+    """The result of partitioning: backend partitions, fallback segments, the run order."""
+
+    model: onnx.ModelProto  # the normalized source model
+    partitions: list[Partition]  # backend partitions, in run order
+    segments: list[Partition]  # onnxruntime segments, in run order
+    schedule: list[Partition]  # every unit, in a topological run order
+    fallback_nodes: list[str]
+    decisions: dict[str, Decision]
+    config: Any = None
+    source: onnx.ModelProto | None = None  # the model as read: declared input types, no [shapes]
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as in DESIGN.md: ``partitions`` and ``fallback_nodes``."""
+        return {
+            "partitions": [p.to_json() for p in self.partitions],
+            "fallback_nodes": list(self.fallback_nodes),
+        }
+
+    def table(self) -> str:
+        """A readable table of the plan, one row per partition and fallback segment."""
+        rows = [("unit", "backend", "nodes", "ops", "inputs", "outputs")]
+        for unit in self.schedule:
+            ops: dict[str, int] = {}
+            composites = {c.nodes[-1]: c.name for c in unit.composites}
+            members = {n for c in unit.composites for n in c.nodes}
+            index = {n.name: n for n in unit.model.graph.node}
+            for name in unit.nodes:
+                if name in composites:
+                    key = composites[name]
+                elif name in members or name not in index:
+                    continue
+                else:
+                    key = index[name].op_type
+                ops[key] = ops.get(key, 0) + 1
+            summary = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in ops.items())
+            rows.append(
+                (unit.name, unit.backend, str(len(unit.nodes)), _clip(summary, 60),
+                 _clip(", ".join(unit.inputs), 30), _clip(", ".join(unit.outputs), 30))
+            )
+        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines.insert(1, "  ".join("-" * w for w in widths))
+        n_nodes = len(self.decisions)
+        claimed = n_nodes - len(self.fallback_nodes)
+        lines.append(
+            f"{len(self.partitions)} partition(s), {len(self.segments)} onnxruntime segment(s); "
+            f"{claimed} of {n_nodes} nodes claimed by backends"
+        )
+        return "\n".join(lines)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."

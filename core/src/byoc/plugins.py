@@ -1,0 +1,145 @@
+"""Finding backend plugins: entry points of group ``byoc.backends``, loaded into pluggy."""
+
+from __future__ import annotations
+
+import importlib.metadata as md
+import os
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from byoc import hookspecs
+from byoc.errors import PluginError
+
+hookimpl = pluggy.HookimplMarker("byoc")
+ENTRY_POINT_GROUP = "byoc.backends"
+ENV_VAR = "BYOC_PLUGINS"
+
+
+@dataclass
+class Backend:
+    """A registered backend. ``options`` maps its own config keys to (type, default, help)."""
+
+    name: str
+    version: str
+    distribution: str
+    available: Callable[[], str | None] = lambda: None
+    options: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
+    min_partition_nodes: int = 1
+    priority: int = 0
+    description: str = ""
+    prune: Callable[[list[Any]], str | None] | None = None
+    fallback_defaults: dict[str, Any] = field(default_factory=dict)
+    _reason: list[str | None] = field(default_factory=list, repr=False)
+
+    @property
+    def unavailable_reason(self) -> str | None:
+        """None when the backend can be used, else why not (checked once)."""
+        if not self._reason:
+            try:
+                self._reason.append(self.available())
+            except Exception as exc:  # an availability check must never take byoc down
+                self._reason.append(f"availability check failed: {type(exc).__name__}: {exc}")
+        return self._reason[0]
+
+
+@dataclass
+class BrokenPlugin:
+    """An entry point that could not be loaded; shown by ``byoc backends``."""
+
+    name: str
+    distribution: str
+    version: str
+    reason: str
+
+
+class Registry:
+    """The plugin manager and the backends its plugins registered."""
+
+    def __init__(self, only: list[str] | None = None) -> None:
+        self.pm = pluggy.PluginManager("byoc")
+        self.pm.add_hookspecs(hookspecs)
+        self.backends: dict[str, Backend] = {}
+        self.broken: list[BrokenPlugin] = []
+        from byoc import fallback
+
+        self._add(fallback, "byoc", md.version("byoc"))
+        seen: dict[str, str] = {}
+        for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+            dist = ep.dist.name if ep.dist else "?"
+            version = ep.dist.version if ep.dist else "?"
+            if only is not None and ep.name not in only:
+                continue
+            if ep.name in seen and seen[ep.name] != dist:
+                raise PluginError(
+                    f"backend name '{ep.name}' is claimed by two distributions: "
+                    f"{seen[ep.name]} and {dist}; uninstall one of them"
+                )
+            seen[ep.name] = dist
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                self.broken.append(BrokenPlugin(ep.name, dist, version, f"import failed: {exc}"))
+                continue
+            if self.pm.is_registered(plugin):
+                continue
+            self._add(plugin, dist, version)
+
+    def _add(self, plugin: Any, dist: str, version: str) -> None:
+        self.pm.register(plugin, name=f"{dist}:{getattr(plugin, '__name__', id(plugin))}")
+        impls = [i for i in self.pm.hook.byoc_register_backends.get_hookimpls() if i.plugin is plugin]
+
+        def register(name: str, **kwargs: Any) -> None:
+            if name in self.backends:
+                other = self.backends[name].distribution
+                raise PluginError(
+                    f"backend name '{name}' is registered by two distributions: {other} and "
+                    f"{dist}; uninstall one of them"
+                )
+            kwargs.setdefault("version", version)
+            self.backends[name] = Backend(name=name, distribution=dist, **kwargs)
+
+        for impl in impls:
+            impl.function(register=register)
+
+    # -- dispatch helpers ----------------------------------------------------------------
+
+    @property
+    def hook(self) -> Any:
+        return self.pm.hook
+
+    def claimable(self) -> list[Backend]:
+        """Backends that can claim nodes (everything but the fallback), by default priority."""
+        found = [b for b in self.backends.values() if b.name != "onnxruntime"]
+        return sorted(found, key=lambda b: (-b.priority, b.name))
+
+    def supported_ops(self, backend: str, config: dict[str, Any]) -> dict[str, Any]:
+        table: dict[str, Any] = {}
+        for result in self.hook.byoc_supported_ops(backend=backend, config=config):
+            if result:
+                table.update(result)
+        return table
+
+    def pattern_table(self, backend: str, config: dict[str, Any]) -> list[Any]:
+        table: list[Any] = []
+        for result in self.hook.byoc_pattern_table(backend=backend, config=config):
+            if result:
+                table.extend(result)
+        return table
+
+
+_lock = threading.Lock()
+_cache: dict[str | None, Registry] = {}
+
+
+def registry(refresh: bool = False) -> Registry:
+    """The process-wide registry, honouring ``BYOC_PLUGINS`` (comma-separated names)."""
+    env = os.environ.get(ENV_VAR)
+    with _lock:
+        if refresh or env not in _cache:
+            only = None if env is None else [n.strip() for n in env.split(",") if n.strip()]
+            _cache[env] = Registry(only)
+        return _cache[env]

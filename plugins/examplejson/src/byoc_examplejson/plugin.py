@@ -1,0 +1,315 @@
+"""The examplejson backend: the ExampleJSON text format of TVM's BYOC guide, run with numpy.
+
+This is byoc's reference plugin: every hook a backend implements, in the smallest honest form.
+See README.md for the grammar.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from onnx import helper
+
+import byoc
+from byoc import ArtifactError, NodeView, Partition
+from byoc_examplejson.ops import KERNELS, OPS
+
+NAME = "examplejson"
+FORMAT = "ExampleJSON"
+_DTYPES = ("float32", "float64", "float16", "int8", "uint8", "int16", "int32", "int64", "bool")
+# Attributes whose name would clash with an input of the kernel get another name.
+_RENAMED = {("Split", "split"): "split_attr"}
+
+
+# -- annotation --------------------------------------------------------------------------------
+
+
+def _check(node: NodeView) -> str | None:
+    """Refuse nodes whose dtypes or attributes the numpy kernels do not cover, with a reason."""
+    for i, name in enumerate(node.inputs):
+        t = node.input_type(i) if name else None
+        if name and (t is None or t.dtype is None):
+            return f"the type of input '{name}' is unknown"
+        if t is not None and t.dtype is not None and t.dtype.name not in _DTYPES:
+            return f"dtype {t.dtype} is not supported"
+    attrs = node.attrs
+    if node.op_type == "BatchNormalization" and (attrs.get("training_mode") or len(node.outputs) > 1):
+        return "only inference-mode BatchNormalization with one output is supported"
+    if node.op_type == "LayerNormalization" and len([o for o in node.outputs if o]) > 1:
+        return "LayerNormalization with Mean/InvStdDev outputs is not supported"
+    if node.op_type == "Cast":
+        try:
+            np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+        except (KeyError, TypeError, ValueError):
+            return f"Cast to ONNX type {attrs.get('to')} is not supported"
+        if np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"])).name not in _DTYPES:
+            return "Cast to this dtype is not supported"
+    return None
+
+
+@byoc.hookimpl
+def byoc_register_backends(register: Any) -> None:
+    register(
+        NAME,
+        priority=10,
+        description="reference backend: ExampleJSON text, run with numpy",
+    )
+
+
+@byoc.hookimpl
+def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    if backend != NAME:
+        return None
+    return {op_type: _check for op_type in OPS}
+
+
+# -- codegen -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Artifact:
+    """ExampleJSON source text; ``suffix`` is the file ending ``byoc compile --dump-dir`` uses."""
+
+    source: str
+    suffix: str = ".examplejson"
+
+
+def _dims(shape: Sequence[Any] | None) -> str:
+    """Dims as text: ``10 10``; ``?`` is an unknown dim, ``*`` an unknown rank, "" a scalar."""
+    if shape is None:
+        return "*"
+    return " ".join(str(d) if isinstance(d, int) else "?" for d in shape)
+
+
+def codegen(partition: Partition) -> str:
+    """Emit ExampleJSON for a partition: inputs, constants, one line per op, outputs."""
+    graph = partition.graph
+    ids: dict[str, int] = {}
+    lines = [partition.name]
+    for name in partition.inputs:
+        t = graph.type_of(name)
+        ids[name] = len(ids)
+        dtype = t.dtype.name if t and t.dtype is not None else "float32"
+        dims = _dims(t.shape if t else None)
+        lines.append(f"  input {ids[name]}{' ' + dims if dims else ''} dtype: {dtype}")
+    for name in graph.initializers:
+        value = graph.constant(name)
+        assert value is not None
+        ids[name] = len(ids)
+        data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode()
+        lines.append(f"  const {ids[name]} shape: {_dims(value.shape)} dtype: {value.dtype.name} data: {data}")
+    opset = next((o.version for o in partition.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    for view in partition.steps():
+        assert isinstance(view, NodeView), "examplejson has no composites"
+        out_ids = []
+        for out in view.outputs:
+            ids[out] = len(ids)
+            out_ids.append(str(ids[out]))
+        in_ids = [str(ids[n]) if n else "-" for n in view.inputs]
+        shapes = " | ".join(_dims((graph.type_of(o) or byoc.TensorType(None, None)).shape) for o in view.outputs)
+        attrs = _attrs(view, opset)
+        line = f"  {OPS[view.op_type][0]} {','.join(out_ids)} inputs: {' '.join(in_ids)} shape: {shapes}"
+        lines.append(line + (f" attrs: {json.dumps(attrs, sort_keys=True)}" if attrs else ""))
+        lines[-1] += f"  # {view.name}"
+    lines.append("  output " + " ".join(str(ids[n]) for n in partition.outputs))
+    return "\n".join(lines) + "\n"
+
+
+def _attrs(view: NodeView, opset: int) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for key, value in view.attrs.items():
+        if isinstance(value, np.ndarray):
+            value = value.tolist()
+        attrs[_RENAMED.get((view.op_type, key), key)] = value
+    if view.op_type == "Cast":
+        attrs["to"] = np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"])).name
+    if view.op_type in ("Softmax", "LogSoftmax"):
+        attrs.setdefault("axis", -1 if opset >= 13 else 1)
+        attrs["opset"] = opset
+    if view.op_type == "Split":
+        attrs["n_out"] = len(view.outputs)
+    return attrs
+
+
+# -- runtime -----------------------------------------------------------------------------------
+
+_LINE = re.compile(r"^\s+(\w+)\s+([\d,]+)\s+inputs:((?:\s+(?:\d+|-))*)\s+shape:([^#]*?)(?:\s+attrs:\s+(\{.*\}))?\s*(?:#.*)?$")
+
+
+@dataclass(frozen=True)
+class _Instr:
+    kernel: Any
+    op: str
+    inputs: tuple[int | None, ...]
+    outputs: tuple[int, ...]
+    attrs: dict[str, Any]
+
+
+class Module:
+    """A parsed ExampleJSON program. ``run`` keeps all state in locals, so it is reentrant."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.name, self.inputs, self.consts, self.program, self.outputs = _parse(source)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        if len(inputs) != len(self.inputs):
+            raise byoc.InputError(f"{self.name}: expected {len(self.inputs)} inputs, got {len(inputs)}")
+        env: dict[int, Any] = dict(self.consts)
+        for (vid, shape, dtype), value in zip(self.inputs, inputs, strict=True):
+            value = np.asarray(value)
+            if value.dtype != dtype or not _fits(value.shape, shape):
+                raise byoc.InputError(
+                    f"{self.name}: input {vid} is {value.dtype}{list(value.shape)}, expected "
+                    f"{dtype}[{_dims(shape)}]"
+                )
+            env[vid] = value
+        with np.errstate(all="ignore"):
+            for ins in self.program:
+                args = [env[i] if i is not None else None for i in ins.inputs]
+                while args and args[-1] is None:
+                    args.pop()
+                result = ins.kernel(*args, **ins.attrs)
+                results = result if isinstance(result, tuple) else (result,)
+                for vid, value in zip(ins.outputs, results, strict=True):
+                    env[vid] = np.asarray(value)
+        return [env[o] for o in self.outputs]
+
+
+def _fits(got: tuple[int, ...], want: tuple[int | None, ...] | None) -> bool:
+    if want is None:
+        return True
+    return len(got) == len(want) and all(w is None or g == w for g, w in zip(got, want, strict=True))
+
+
+def _parse(source: str) -> tuple[str, list[Any], dict[int, np.ndarray], list[_Instr], list[int]]:
+    lines = [ln for ln in source.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
+    if not lines or not re.fullmatch(r"[\w.\-]+", lines[0].strip()):
+        raise ArtifactError(f"{FORMAT}: the first line must be the subgraph name")
+    name = lines[0].strip()
+    inputs: list[Any] = []
+    consts: dict[int, np.ndarray] = {}
+    program: list[_Instr] = []
+    outputs: list[int] = []
+    defined: set[int] = set()
+    for no, line in enumerate(lines[1:], start=2):
+        try:
+            word = line.split()[0]
+            if word == "input":
+                vid, shape, dtype = _parse_input(line)
+                inputs.append((vid, shape, dtype))
+                defined.add(vid)
+            elif word == "const":
+                vid, value = _parse_const(line)
+                consts[vid] = value
+                defined.add(vid)
+            elif word == "output":
+                outputs = [int(t) for t in line.split()[1:]]
+                missing = [o for o in outputs if o not in defined]
+                if missing or not outputs:
+                    raise ValueError(f"output names undefined ids {missing}")
+            else:
+                ins = _parse_op(line, defined)
+                program.append(ins)
+                defined.update(ins.outputs)
+        except ArtifactError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, json.JSONDecodeError) as exc:
+            raise ArtifactError(f"{FORMAT} line {no}: {exc}: {line.strip()[:80]!r}") from None
+    if not outputs:
+        raise ArtifactError(f"{FORMAT}: no 'output' line")
+    return name, inputs, consts, program, outputs
+
+
+def _shape(text: str) -> tuple[int | None, ...] | None:
+    if text.strip() == "*":
+        return None
+    dims: list[int | None] = []
+    for tok in text.split():
+        if tok == "?":
+            dims.append(None)
+        else:
+            d = int(tok)
+            if d < 0:
+                raise ValueError(f"negative dim {d}")
+            dims.append(d)
+    return tuple(dims)
+
+
+def _dtype(text: str) -> np.dtype[Any]:
+    if text not in _DTYPES:
+        raise ValueError(f"unknown dtype {text!r}")
+    return np.dtype(text)
+
+
+def _parse_input(line: str) -> tuple[int, tuple[int | None, ...], np.dtype[Any]]:
+    m = re.fullmatch(r"\s*input\s+(\d+)((?:\s+(?:\d+|\?|\*))*)(?:\s+dtype:\s+(\w+))?\s*", line)
+    if not m:
+        raise ValueError("expected 'input ID DIMS... [dtype: T]'")
+    return int(m[1]), _shape(m[2]), _dtype(m[3] or "float32")
+
+
+def _parse_const(line: str) -> tuple[int, np.ndarray]:
+    m = re.fullmatch(r"\s*const\s+(\d+)\s+shape:((?:\s+\d+)*)\s+dtype:\s+(\w+)\s+data:\s+([A-Za-z0-9+/=]*)\s*", line)
+    if not m:
+        raise ValueError("expected 'const ID shape: DIMS... dtype: T data: BASE64'")
+    shape, dtype = _shape(m[2]) or (), _dtype(m[3])
+    raw = base64.b64decode(m[4], validate=True)
+    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    if len(raw) != count * dtype.itemsize:
+        raise ValueError(f"data has {len(raw)} bytes, shape and dtype need {count * dtype.itemsize}")
+    return int(m[1]), np.frombuffer(raw, dtype).reshape(shape)  # type: ignore[arg-type]
+
+
+def _parse_op(line: str, defined: set[int]) -> _Instr:
+    m = _LINE.match(line)
+    if not m:
+        raise ValueError("expected 'OP IDS inputs: IDS shape: DIMS [attrs: JSON]'")
+    op, outs, ins, _shapes, attrs_text = m.groups()
+    if op not in KERNELS:
+        raise ValueError(f"unknown op {op!r}")
+    inputs = tuple(None if t == "-" else int(t) for t in ins.split())
+    undefined = [i for i in inputs if i is not None and i not in defined]
+    if undefined:
+        raise ValueError(f"op reads undefined ids {undefined}")
+    attrs = json.loads(attrs_text) if attrs_text else {}
+    if not isinstance(attrs, dict):
+        raise ValueError("attrs must be a JSON object")
+    outputs = tuple(int(t) for t in outs.split(",") if t)
+    return _Instr(KERNELS[op], op, inputs, outputs, attrs)
+
+
+# -- codegen, runtime and serialization hooks --------------------------------------------------
+
+
+@byoc.hookimpl
+def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Artifact | None:
+    return Artifact(codegen(partition)) if backend == NAME else None
+
+
+@byoc.hookimpl
+def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, Any]) -> Module | None:
+    return Module(artifact.source) if backend == NAME else None
+
+
+@byoc.hookimpl
+def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
+    return artifact.source.encode() if backend == NAME else None
+
+
+@byoc.hookimpl
+def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
+    if backend != NAME:
+        return None
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ArtifactError(f"{FORMAT} artifact is not UTF-8 text: {exc}") from None
+    _parse(source)  # validate now, not at the first run
+    return Artifact(source)
