@@ -41,17 +41,35 @@ def cmd_backends(args: argparse.Namespace) -> int:
         ops: list[str] = []
         if b.name != "onnxruntime" and reason is None:
             ops = sorted(reg.supported_ops(b.name, _defaults(b)))
-        rows.append({
-            "name": b.name, "distribution": b.distribution, "version": b.version,
-            "available": reason is None, "reason": reason, "ops": ops,
-            "patterns": [] if reason else [p[0] for p in reg.pattern_table(b.name, _defaults(b))]
-            if b.name != "onnxruntime" else [],
-            "description": b.description,
-        })
+        rows.append(
+            {
+                "name": b.name,
+                "distribution": b.distribution,
+                "version": b.version,
+                "available": reason is None,
+                "reason": reason,
+                "ops": ops,
+                "patterns": []
+                if reason
+                else [p[0] for p in reg.pattern_table(b.name, _defaults(b))]
+                if b.name != "onnxruntime"
+                else [],
+                "description": b.description,
+            }
+        )
     for broken in reg.broken:
-        rows.append({"name": broken.name, "distribution": broken.distribution,
-                     "version": broken.version, "available": False, "reason": broken.reason,
-                     "ops": [], "patterns": [], "description": ""})
+        rows.append(
+            {
+                "name": broken.name,
+                "distribution": broken.distribution,
+                "version": broken.version,
+                "available": False,
+                "reason": broken.reason,
+                "ops": [],
+                "patterns": [],
+                "description": "",
+            }
+        )
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0

@@ -80,8 +80,14 @@ class CompareReport:
             "rtol": self.rtol,
             "atol": self.atol,
             "outputs": [
-                {"name": o.name, "shape": list(o.shape), "max_abs_error": o.max_abs,
-                 "max_rel_error": o.max_rel, "passed": o.passed, "note": o.note}
+                {
+                    "name": o.name,
+                    "shape": list(o.shape),
+                    "max_abs_error": o.max_abs,
+                    "max_rel_error": o.max_rel,
+                    "passed": o.passed,
+                    "note": o.note,
+                }
                 for o in self.outputs
             ],
         }
@@ -89,24 +95,49 @@ class CompareReport:
     def table(self) -> str:
         rows = [("output", "shape", "max abs err", "max rel err", "result")]
         for o in self.outputs:
-            rows.append((o.name, "x".join(map(str, o.shape)) or "scalar", f"{o.max_abs:.3g}",
-                         f"{o.max_rel:.3g}", ("ok" if o.passed else "MISMATCH") + (f" ({o.note})" if o.note else "")))
+            rows.append(
+                (
+                    o.name,
+                    "x".join(map(str, o.shape)) or "scalar",
+                    f"{o.max_abs:.3g}",
+                    f"{o.max_rel:.3g}",
+                    ("ok" if o.passed else "MISMATCH") + (f" ({o.note})" if o.note else ""),
+                )
+            )
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+        ]
         verdict = "PASS" if self.passed else "FAIL"
-        lines.append(f"{verdict}: |byoc - onnxruntime| <= {self.atol:g} + {self.rtol:g} * |onnxruntime|")
+        lines.append(
+            f"{verdict}: |byoc - onnxruntime| <= {self.atol:g} + {self.rtol:g} * |onnxruntime|"
+        )
         return "\n".join(lines)
 
 
-def compare_arrays(name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> OutputReport:
+def compare_arrays(
+    name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float
+) -> OutputReport:
     """Compare one output the way ORT's EP tests do: |got - want| <= atol + rtol * |want|."""
     got, want = np.asarray(got), np.asarray(want)
     if got.shape != want.shape:
-        return OutputReport(name, want.shape, float("inf"), float("inf"), False,
-                            f"shape {got.shape} != {want.shape}")
+        return OutputReport(
+            name,
+            want.shape,
+            float("inf"),
+            float("inf"),
+            False,
+            f"shape {got.shape} != {want.shape}",
+        )
     if got.dtype != want.dtype:
-        return OutputReport(name, want.shape, float("inf"), float("inf"), False,
-                            f"dtype {got.dtype} != {want.dtype}")
+        return OutputReport(
+            name,
+            want.shape,
+            float("inf"),
+            float("inf"),
+            False,
+            f"dtype {got.dtype} != {want.dtype}",
+        )
     if want.dtype.kind not in "fciub" or want.size == 0:
         same = bool(np.array_equal(got, want))
         return OutputReport(name, want.shape, 0.0 if same else float("inf"), 0.0, same)

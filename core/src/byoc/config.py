@@ -15,11 +15,17 @@ FALLBACK_KEYS: dict[str, tuple[Any, Any, str]] = {
     "intra_op_num_threads": (int, 0, "onnxruntime intra-op threads (0: onnxruntime decides)"),
     "inter_op_num_threads": (int, 0, "onnxruntime inter-op threads (0: onnxruntime decides)"),
     "graph_optimization_level": (
-        str, "all", "onnxruntime graph optimizations: disable, basic, extended or all"),
+        str,
+        "all",
+        "onnxruntime graph optimizations: disable, basic, extended or all",
+    ),
     "allow_spinning": (bool, True, "let onnxruntime's idle threads spin"),
     "on_backend_error": (
-        str, "raise", "what a backend failure at run time does: raise, or onnxruntime (rerun "
-        "that partition on onnxruntime, with a warning)"),
+        str,
+        "raise",
+        "what a backend failure at run time does: raise, or onnxruntime (rerun "
+        "that partition on onnxruntime, with a warning)",
+    ),
 }
 COMPARE_KEYS: dict[str, tuple[Any, Any, str]] = {
     "rtol": (float, 1e-4, "relative tolerance: |got - want| <= atol + rtol * |want|"),
@@ -31,7 +37,10 @@ BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
     "ops": ((list, str), None, "claim only these op types (allow-list)"),
     "exclude_ops": ((list, str), [], "never claim these op types"),
     "min_partition_nodes": (
-        int, None, "partitions with fewer nodes go back to onnxruntime (default: the backend's)"),
+        int,
+        None,
+        "partitions with fewer nodes go back to onnxruntime (default: the backend's)",
+    ),
 }
 TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare")
 _CHOICES = {
@@ -52,7 +61,9 @@ class Config:
     source: str = "<dict>"
     fallback_explicit: set[str] = field(default_factory=set)  # [fallback] keys the user set
 
-    def backend_table(self, name: str, options: Mapping[str, tuple[Any, Any, str]]) -> dict[str, Any]:
+    def backend_table(
+        self, name: str, options: Mapping[str, tuple[Any, Any, str]]
+    ) -> dict[str, Any]:
         """A backend's table with defaults filled in; its own keys are checked against
         ``options``."""
         raw = dict(self.backend.get(name, {}))
@@ -65,7 +76,7 @@ def load_config(config: Config | Mapping[str, Any] | str | os.PathLike[str] | No
     if isinstance(config, Config):
         return config
     if config is None:
-        return Config()
+        return _parse({}, "<defaults>")
     if isinstance(config, Mapping):
         return _parse(dict(config), "<dict>")
     path = os.fspath(config)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,9 @@ class Step:
             return self._fallback
 
 
-def _runtime(reg: Registry, backend: str, unit: Partition, config: Mapping[str, Any]) -> tuple[Any, Any]:
+def _runtime(
+    reg: Registry, backend: str, unit: Partition, config: Mapping[str, Any]
+) -> tuple[Any, Any]:
     where = f"partition {unit.name} (backend {backend})"
     try:
         artifact = reg.hook.byoc_codegen(backend=backend, partition=unit, config=config)
@@ -62,7 +64,9 @@ def create_runtime(
     except ByocError:
         raise
     except Exception as exc:
-        raise BackendError(f"{where}: creating the runtime failed: {type(exc).__name__}: {exc}") from exc
+        raise BackendError(
+            f"{where}: creating the runtime failed: {type(exc).__name__}: {exc}"
+        ) from exc
     if runtime is None:
         raise BackendError(f"{where}: no installed plugin creates runtimes for backend '{backend}'")
     return runtime
@@ -78,9 +82,7 @@ class CompiledModel:
         graph = Graph(plan.model)
         self.inputs: dict[str, TensorType | None] = {n: graph.type_of(n) for n in graph.inputs}
         self.outputs = list(graph.outputs)
-        self._constants = {
-            n: graph.constant(n) for n in self.outputs if graph.is_constant(n)
-        }
+        self._constants = {n: graph.constant(n) for n in self.outputs if graph.is_constant(n)}
         _plan_drops(steps, set(self.outputs))
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -221,7 +223,6 @@ def compile(model: ModelLike, config: ConfigLike = None) -> CompiledModel:
     """Partition a model, generate code for every partition and make it runnable."""
     cfg = load_config(config)
     return build(partition(model, cfg), cfg)
-
 
 
 def load_module(path: str | os.PathLike[str], backend: str, config: ConfigLike = None) -> Any:

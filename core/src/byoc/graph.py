@@ -158,13 +158,19 @@ class Graph:
                 self._types[v.name] = tensor_type(v.type)
         for t in g.initializer:
             dims = tuple(int(d) for d in t.dims)
-            self._types[t.name] = TensorType(np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)), dims)
+            self._types[t.name] = TensorType(
+                np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)), dims
+            )
         self._constant_cache: dict[str, np.ndarray] = {}
         self.const_nodes = self._find_const_nodes()
-        self.reads: list[list[str]] = []  # per node: non-constant values it reads, subgraphs included
+        self.reads: list[
+            list[str]
+        ] = []  # per node: non-constant values it reads, subgraphs included
         self.consumers: dict[str, list[int]] = {}
         for i, node in enumerate(self.nodes):
-            names = [n for n in [*node.input, *subgraph_reads(node)] if n and not self.is_constant(n)]
+            names = [
+                n for n in [*node.input, *subgraph_reads(node)] if n and not self.is_constant(n)
+            ]
             names = list(dict.fromkeys(names))
             self.reads.append(names)
             for name in names:
@@ -174,8 +180,10 @@ class Graph:
         constant_values = set(self.initializers)
         const_nodes: set[int] = set()
         for i, node in enumerate(self.nodes):
-            if node.op_type in _FOLDABLE and node.domain in ("", "ai.onnx") and all(
-                name in constant_values for name in node.input if name
+            if (
+                node.op_type in _FOLDABLE
+                and node.domain in ("", "ai.onnx")
+                and all(name in constant_values for name in node.input if name)
             ):
                 const_nodes.add(i)
                 constant_values.update(node.output)
@@ -202,7 +210,7 @@ class Graph:
     def _fold(self, node: onnx.NodeProto) -> np.ndarray:
         attrs = attribute_values(node)
         if node.op_type == "Constant":
-            (key, value), = ((k, v) for k, v in attrs.items())
+            ((key, value),) = ((k, v) for k, v in attrs.items())
             if key == "sparse_value":
                 raise ModelError(f"node '{node.name}': sparse Constant values are not supported")
             return np.asarray(value, dtype=np.float32 if key.startswith("value_float") else None)
@@ -284,7 +292,9 @@ def specialize(
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
-        raise ModelError(f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}") from exc
+        raise ModelError(
+            f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}"
+        ) from exc
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as exc:
@@ -349,9 +359,7 @@ def _check_names(graph: onnx.GraphProto) -> None:
 def _toposort(graph: onnx.GraphProto) -> None:
     nodes = list(graph.node)
     producer = {name: i for i, n in enumerate(nodes) for name in n.output if name}
-    deps = [
-        {producer[x] for x in [*n.input, *subgraph_reads(n)] if x in producer} for n in nodes
-    ]
+    deps = [{producer[x] for x in [*n.input, *subgraph_reads(n)] if x in producer} for n in nodes]
     order: list[int] = []
     state = [0] * len(nodes)  # 0 new, 1 on stack, 2 done
     for start in range(len(nodes)):

@@ -139,4 +139,3 @@ def byoc_deserialize(backend: str, data: bytes) -> Any:
     :param data: the bytes ``byoc_serialize`` wrote.
     :return: the artifact; raise ``byoc.ArtifactError`` if ``data`` is not valid.
     """
-

@@ -43,7 +43,9 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
     names = cfg.backends if cfg.backends is not None else list(known)
     for name in [*names, *cfg.backend]:
         if name not in known and name not in broken:
-            hint = f" ({ENV_VAR} is set to {os.environ[ENV_VAR]!r})" if ENV_VAR in os.environ else ""
+            hint = (
+                f" ({ENV_VAR} is set to {os.environ[ENV_VAR]!r})" if ENV_VAR in os.environ else ""
+            )
             raise ConfigError(
                 f"{cfg.source}: unknown backend '{name}'; installed backends: "
                 f"{', '.join(known) or 'none'}{hint}. Install it (e.g. pip install byoc-{name})"
@@ -84,7 +86,9 @@ def partition(model: ModelLike, config: ConfigLike = None) -> Plan:
     labels: list[str | None] = [None] * n
     refusals: dict[int, list[tuple[str, str]]] = {}
     candidates = [
-        Candidate(a.name, reg.supported_ops(a.name, a.table), a.table["ops"], a.table["exclude_ops"])
+        Candidate(
+            a.name, reg.supported_ops(a.name, a.table), a.table["ops"], a.table["exclude_ops"]
+        )
         for a in active
     ]
     allowed = {c.name: c.allowed for c in candidates}
@@ -99,8 +103,10 @@ def partition(model: ModelLike, config: ConfigLike = None) -> Plan:
     regions = Regions(graph, labels, [m.members for m in matches])
     merge_compiler_regions(regions)  # 4. MergeCompilerRegions
     kept = _prune(graph, regions, labels, {a.name: a for a in active}, refusals)
-    fallback = [FALLBACK if lab is None and i not in graph.const_nodes else None
-                for i, lab in enumerate(labels)]
+    fallback = [
+        FALLBACK if lab is None and i not in graph.const_nodes else None
+        for i, lab in enumerate(labels)
+    ]
     leftover = Regions(graph, fallback, [])
     merge_compiler_regions(leftover, any_pair=True)  # the fallback: few onnxruntime sessions
     composites = [Composite(m.name, tuple(graph.nodes[i].name for i in m.members)) for m in matches]

@@ -116,11 +116,19 @@ class Plan:
                 ops[key] = ops.get(key, 0) + 1
             summary = ", ".join(f"{k} x{v}" if v > 1 else k for k, v in ops.items())
             rows.append(
-                (unit.name, unit.backend, str(len(unit.nodes)), _clip(summary, 60),
-                 _clip(", ".join(unit.inputs), 30), _clip(", ".join(unit.outputs), 30))
+                (
+                    unit.name,
+                    unit.backend,
+                    str(len(unit.nodes)),
+                    _clip(summary, 60),
+                    _clip(", ".join(unit.inputs), 30),
+                    _clip(", ".join(unit.outputs), 30),
+                )
             )
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-        lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+        lines = [
+            "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
+        ]
         lines.insert(1, "  ".join("-" * w for w in widths))
         n_nodes = len(self.decisions)
         claimed = n_nodes - len(self.fallback_nodes)

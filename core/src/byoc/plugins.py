@@ -90,7 +90,9 @@ class Registry:
 
     def _add(self, plugin: Any, dist: str, version: str) -> None:
         self.pm.register(plugin, name=f"{dist}:{getattr(plugin, '__name__', id(plugin))}")
-        impls = [i for i in self.pm.hook.byoc_register_backends.get_hookimpls() if i.plugin is plugin]
+        impls = [
+            i for i in self.pm.hook.byoc_register_backends.get_hookimpls() if i.plugin is plugin
+        ]
 
         def register(name: str, **kwargs: Any) -> None:
             if name in self.backends:

@@ -42,7 +42,9 @@ def merge_composite(
                     reason = _refuse(graph, members, root, taken, outputs)
                     if reason is None:
                         reason = next(
-                            filter(None, (allowed(backend, graph.nodes[m].op_type) for m in members)),
+                            filter(
+                                None, (allowed(backend, graph.nodes[m].op_type) for m in members)
+                            ),
                             None,
                         )
                     if reason is None and check is not None:
@@ -72,5 +74,7 @@ def _refuse(
         for value in graph.nodes[m].output:
             users = graph.consumers.get(value, [])
             if value in outputs or any(u not in inside for u in users):
-                return f"the value '{value}' of interior node '{graph.nodes[m].name}' is used outside"
+                return (
+                    f"the value '{value}' of interior node '{graph.nodes[m].name}' is used outside"
+                )
     return None

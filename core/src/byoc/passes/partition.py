@@ -51,7 +51,9 @@ def partition_graph(
     return units
 
 
-def _toposort_regions(graph: Graph, regions: list[list[int]], region_of: dict[int, int]) -> list[int]:
+def _toposort_regions(
+    graph: Graph, regions: list[list[int]], region_of: dict[int, int]
+) -> list[int]:
     succ: list[set[int]] = [set() for _ in regions]
     indegree = [0] * len(regions)
     for r, nodes in enumerate(regions):

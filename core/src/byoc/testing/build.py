@@ -13,12 +13,18 @@ OPSET = 17
 IR_VERSION = 10
 
 
-def node(op_type: str, inputs: Sequence[str], outputs: Sequence[str] | str, name: str | None = None,
-         **attrs: Any) -> onnx.NodeProto:
+def node(
+    op_type: str,
+    inputs: Sequence[str],
+    outputs: Sequence[str] | str,
+    name: str | None = None,
+    **attrs: Any,
+) -> onnx.NodeProto:
     """``node("Add", ["x", "y"], "z", name="add1")``; the name defaults to the first output."""
     outs = [outputs] if isinstance(outputs, str) else list(outputs)
-    return helper.make_node(op_type, list(inputs), outs, name=name if name is not None else outs[0],
-                            **attrs)
+    return helper.make_node(
+        op_type, list(inputs), outs, name=name if name is not None else outs[0], **attrs
+    )
 
 
 def make_model(
@@ -42,13 +48,16 @@ def make_model(
         infos.append(helper.make_tensor_value_info(name, elem, list(shape)))
     inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in (constants or {}).items()]
     graph = helper.make_graph(list(nodes), "test", infos, [], initializer=inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
-                              ir_version=IR_VERSION)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION
+    )
     inferred = onnx.shape_inference.infer_shapes(model)
     types = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.input]}
     for name in outputs:
         if name in types:
             model.graph.output.append(types[name])
         else:
-            model.graph.output.append(helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+            model.graph.output.append(
+                helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
+            )
     return model

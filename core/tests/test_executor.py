@@ -1,0 +1,113 @@
+"""Running a compiled model: input checks, many threads, outputs equal to onnxruntime."""
+
+from __future__ import annotations
+
+import threading
+
+import byoc
+import numpy as np
+import pytest
+from byoc.testing.build import make_model, node
+
+CFG = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Add", "Mul", "Relu"]}}}
+
+
+def model():
+    return make_model(
+        [
+            node("Add", ["x", "y"], "a"),
+            node("Tanh", ["a"], "t"),
+            node("Mul", ["t", "y"], "m"),
+            node("Relu", ["m"], "r"),
+        ],
+        {"x": ["N", 4], "y": [1, 4]},
+        ["r", "t"],
+    )
+
+
+def reference(x, y):
+    t = np.tanh(x + y)
+    return np.maximum(t * y, 0), t
+
+
+def test_run_matches_numpy_with_symbolic_batch():
+    compiled = byoc.compile(model(), CFG)
+    assert [s.unit.backend for s in compiled.steps] == ["examplejson", "onnxruntime", "examplejson"]
+    for n in (1, 5):
+        x = np.random.default_rng(n).standard_normal((n, 4)).astype(np.float32)
+        y = np.ones((1, 4), np.float32)
+        out = compiled.run({"x": x, "y": y})
+        want_r, want_t = reference(x, y)
+        np.testing.assert_allclose(out["r"], want_r, rtol=1e-6)
+        np.testing.assert_allclose(out["t"], want_t, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "words"),
+    [
+        ({"x": np.zeros((2, 4), np.float32)}, "missing input 'y'"),
+        (
+            {"x": np.zeros((2, 4), np.float32), "y": np.zeros((1, 4), np.float32), "z": 1},
+            "unknown input 'z'",
+        ),
+        (
+            {"x": np.zeros((2, 4), np.float64), "y": np.zeros((1, 4), np.float32)},
+            "input 'x' has dtype float64 but the model expects float32",
+        ),
+        (
+            {"x": np.zeros((2, 4, 1), np.float32), "y": np.zeros((1, 4), np.float32)},
+            "input 'x' has shape (2, 4, 1) (rank 3) but the model expects ('N', 4) (rank 2)",
+        ),
+        ({"x": np.zeros((2, 5), np.float32), "y": np.zeros((1, 4), np.float32)}, "dim 1 must be 4"),
+    ],
+)
+def test_bad_inputs_are_input_errors(inputs, words):
+    compiled = byoc.compile(model(), CFG)
+    with pytest.raises(byoc.InputError) as err:
+        compiled.run(inputs)
+    assert words in str(err.value)
+
+
+def test_inconsistent_symbolic_dims():
+    m = make_model([node("Add", ["x", "y"], "a")], {"x": ["N", 4], "y": ["N", 4]}, ["a"])
+    compiled = byoc.compile(m, CFG)
+    with pytest.raises(byoc.InputError, match="'N': 2 in input 'x' but 3 in input 'y'"):
+        compiled.run({"x": np.zeros((2, 4), np.float32), "y": np.zeros((3, 4), np.float32)})
+
+
+def test_many_threads_get_their_own_answers():
+    compiled = byoc.compile(model(), CFG)
+    y = np.full((1, 4), 0.5, np.float32)
+    inputs = [np.full((3, 4), i / 10, np.float32) for i in range(8)]
+    expected = [reference(x, y)[0] for x in inputs]
+    errors: list[str] = []
+
+    def work(i):
+        for _ in range(40):
+            got = compiled.run({"x": inputs[i], "y": y})["r"]
+            if not np.array_equal(
+                got, compiled.run({"x": inputs[i], "y": y})["r"]
+            ) or not np.allclose(got, expected[i], rtol=1e-6):
+                errors.append(f"thread {i}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_load_module_runs_a_hand_written_examplejson_file(tmp_path):
+    path = tmp_path / "subgraph_0.examplejson"
+    path.write_text(
+        "subgraph_0\n  input 0 10 10\n  input 1 10 10\n  add 2 inputs: 0 1 shape: 10 10\n"
+    )
+    with pytest.raises(byoc.ArtifactError, match="no 'output' line"):
+        byoc.load_module(path, "examplejson")
+    path.write_text(path.read_text() + "  output 2\n")
+    module = byoc.load_module(path, "examplejson")
+    a, b = np.ones((10, 10), np.float32), np.full((10, 10), 2, np.float32)
+    np.testing.assert_array_equal(module.run([a, b])[0], a + b)
+    with pytest.raises(byoc.ArtifactError, match="not installed"):
+        byoc.load_module(path, "nosuch")

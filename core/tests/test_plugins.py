@@ -1,0 +1,119 @@
+"""Plugin discovery through entry points, BYOC_PLUGINS, and duplicate names."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def run_backends(env_extra=None, pythonpath=None):
+    env = dict(os.environ)
+    env.pop("BYOC_PLUGINS", None)
+    env.update(env_extra or {})
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join([str(pythonpath), env.get("PYTHONPATH", "")])
+    return subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "backends", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+
+
+def names(done):
+    assert done.returncode == 0, done.stderr
+    return [r["name"] for r in json.loads(done.stdout)]
+
+
+def test_byoc_plugins_selects_backends():
+    assert "examplejson" in names(run_backends())
+    assert names(run_backends({"BYOC_PLUGINS": ""})) == ["onnxruntime"]
+    assert names(run_backends({"BYOC_PLUGINS": "examplejson"})) == ["onnxruntime", "examplejson"]
+
+
+def fake_distribution(root, dist, module, backend_name, body):
+    info = root / f"{dist.replace('-', '_')}-0.3.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: 0.3\n")
+    (info / "entry_points.txt").write_text(f"[byoc.backends]\n{backend_name} = {module}\n")
+    (root / f"{module}.py").write_text(textwrap.dedent(body))
+
+
+def test_a_second_distribution_claiming_a_name_fails_naming_both(tmp_path):
+    fake_distribution(
+        tmp_path,
+        "byoc-impostor",
+        "impostor",
+        "examplejson",
+        """
+        import byoc
+        @byoc.hookimpl
+        def byoc_register_backends(register):
+            register("examplejson")
+    """,
+    )
+    done = run_backends(pythonpath=tmp_path)
+    assert done.returncode == 2
+    assert "byoc-examplejson" in done.stderr and "byoc-impostor" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_a_plugin_that_fails_to_import_is_shown_and_the_rest_works(tmp_path):
+    fake_distribution(
+        tmp_path, "byoc-broken", "broken_plugin", "broken", "raise ImportError('needs libfoo.so')\n"
+    )
+    done = run_backends(pythonpath=tmp_path)
+    rows = {r["name"]: r for r in json.loads(done.stdout)}
+    assert rows["broken"]["available"] is False
+    assert "needs libfoo.so" in rows["broken"]["reason"]
+    assert rows["examplejson"]["available"] is True
+
+
+def test_a_discovered_third_party_backend_claims_nodes(tmp_path):
+    fake_distribution(
+        tmp_path,
+        "byoc-negator",
+        "negator",
+        "negator",
+        """
+        import numpy as np
+        import byoc
+
+        @byoc.hookimpl
+        def byoc_register_backends(register):
+            register("negator", description="claims Neg")
+
+        @byoc.hookimpl
+        def byoc_supported_ops(backend, config):
+            return {"Neg": None} if backend == "negator" else None
+
+        class Runtime:
+            def run(self, inputs):
+                return [np.negative(inputs[0])]
+
+        @byoc.hookimpl
+        def byoc_codegen(backend, partition, config):
+            return "neg" if backend == "negator" else None
+
+        @byoc.hookimpl
+        def byoc_create_runtime(backend, artifact, config):
+            return Runtime() if backend == "negator" else None
+    """,
+    )
+    script = textwrap.dedent("""
+        import byoc, numpy as np
+        from byoc.testing.build import make_model, node
+        m = make_model([node("Neg", ["x"], "n"), node("Exp", ["n"], "e")], {"x": [3]}, ["e"])
+        plan = byoc.partition(m, {"backends": ["negator"]})
+        print(plan.to_json()["partitions"][0]["nodes"], byoc.compare(m, {"backends": ["negator"]}).passed)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["['n']", "True"]

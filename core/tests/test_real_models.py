@@ -1,0 +1,37 @@
+"""Real models from the package index (cached): P1 and P4 compare green with examplejson
+claiming everything it supports."""
+
+from __future__ import annotations
+
+import byoc
+import numpy as np
+from byoc.testing import assert_matches_onnxruntime
+from byoc.testing.models import MODELS
+
+ALL = {"backends": ["examplejson"]}
+
+
+def test_p1_classifier(real_model):
+    config = {**ALL, "shapes": MODELS["P1"].shapes}
+    report = assert_matches_onnxruntime(real_model("P1"), config)
+    plan = report.plan
+    assert len(plan.partitions) > 10
+    claimed = {n.op_type for n in plan.model.graph.node if n.name not in set(plan.fallback_nodes)}
+    assert {"Relu", "HardSigmoid", "MatMul", "Softmax", "GlobalAveragePool"} <= claimed
+
+
+def test_p4_silero_vad_control_flow(real_model):
+    config = {**ALL, "shapes": MODELS["P4"].shapes}
+    rng = np.random.default_rng(0)
+    state = np.zeros((2, 1, 128), np.float32)
+    for _ in range(2):  # run twice, feeding the state back, as a VAD stream does
+        inputs = {
+            "input": rng.standard_normal((1, 512)).astype(np.float32) * 0.1,
+            "state": state,
+            "sr": np.array(16000, np.int64),
+        }
+        report = assert_matches_onnxruntime(real_model("P4"), config, inputs)
+        state = byoc.compile(real_model("P4"), config).run(inputs)["stateN"]
+    plan = report.plan
+    assert any(n.op_type == "If" for n in plan.model.graph.node if n.name in plan.fallback_nodes)
+    assert plan.partitions
