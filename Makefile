@@ -13,8 +13,14 @@ $(STAMP): pyproject.toml core/pyproject.toml $(addsuffix pyproject.toml,$(PLUGIN
 	$(PY) -m pip install --quiet --group dev -e core $(addprefix -e ,$(PLUGINS))
 	touch $@
 
+BYOC := $(VENV)/bin/byoc
+
 demo: $(STAMP)
-	$(PY) -m byoc.testing.demo
+	@model=$$($(PY) -m byoc.testing.models P1) && set -e && \
+	for cmd in "partition $$model -c docs/demo.toml" "run $$model -c docs/demo.toml" \
+	           "compare $$model -c docs/demo.toml"; do \
+		echo; echo "\$$ byoc $$cmd"; $(BYOC) $$cmd; \
+	done
 
 test: $(STAMP)
 	$(PY) -m pytest -q

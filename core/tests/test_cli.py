@@ -108,7 +108,7 @@ def test_compare_with_input_files_and_run_saves_outputs(tmp_path):
 
 
 def test_errors_are_one_line_and_exit_2(tmp_path):
-    model, cfg = diamond(tmp_path)
+    model, _ = diamond(tmp_path)
     np.save(tmp_path / "bad.npy", np.zeros((3, 3), np.float32))
     for args, words in [
         (("partition", tmp_path / "missing.onnx"), "does not exist"),

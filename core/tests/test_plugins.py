@@ -108,8 +108,9 @@ def test_a_discovered_third_party_backend_claims_nodes(tmp_path):
         import byoc, numpy as np
         from byoc.testing.build import make_model, node
         m = make_model([node("Neg", ["x"], "n"), node("Exp", ["n"], "e")], {"x": [3]}, ["e"])
-        plan = byoc.partition(m, {"backends": ["negator"]})
-        print(plan.to_json()["partitions"][0]["nodes"], byoc.compare(m, {"backends": ["negator"]}).passed)
+        cfg = {"backends": ["negator"]}
+        plan = byoc.partition(m, cfg)
+        print(plan.to_json()["partitions"][0]["nodes"], byoc.compare(m, cfg).passed)
     """)
     env = dict(os.environ, PYTHONPATH=str(tmp_path))
     done = subprocess.run(

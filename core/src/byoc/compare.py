@@ -36,9 +36,10 @@ def random_inputs(
         dims = list((shapes or {}).get(name, tt.shape))
         for i, d in enumerate(dims):
             if not isinstance(d, int):
+                example = [x if isinstance(x, int) else 1 for x in dims]
                 raise InputError(
                     f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
-                    f"config's [shapes] table, e.g. {name} = {[x if isinstance(x, int) else 1 for x in dims]}"
+                    f"config's [shapes] table, e.g. {name} = {example}"
                 )
         if tt.dtype.kind == "f":
             out[name] = rng.standard_normal(dims).astype(tt.dtype)
