@@ -10,7 +10,7 @@ import numpy as np
 import onnxruntime as ort
 
 from byoc.config import load_config
-from byoc.errors import InputError
+from byoc.errors import InputError, ModelError
 from byoc.executor import build
 from byoc.graph import Graph
 from byoc.pipeline import ConfigLike, ModelLike, partition
@@ -169,7 +169,11 @@ def compare(
     got = compiled.run(inputs)
     source = plan.source if plan.source is not None else plan.model
     reference = ort.InferenceSession(source.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = dict(zip(compiled.outputs, reference.run(compiled.outputs, dict(inputs)), strict=True))
+    try:
+        results = reference.run(compiled.outputs, dict(inputs))
+    except Exception as exc:  # the model itself fails on these inputs
+        raise ModelError(f"onnxruntime (the reference) failed on these inputs: {exc}") from None
+    want = dict(zip(compiled.outputs, results, strict=True))
     rtol = cfg.compare["rtol"] if rtol is None else rtol
     atol = cfg.compare["atol"] if atol is None else atol
     reports = [compare_arrays(n, got[n], want[n], rtol, atol) for n in compiled.outputs]

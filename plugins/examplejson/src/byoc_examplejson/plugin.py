@@ -153,7 +153,8 @@ _CONST = re.compile(
     r"\s*const\s+(\d+)\s+shape:((?:\s+\d+)*)\s+dtype:\s+(\w+)\s+data:\s+([A-Za-z0-9+/=]*)\s*"
 )
 _LINE = re.compile(
-    r"^\s+(\w+)\s+([\d,]+)\s+inputs:((?:\s+(?:\d+|-))*)\s+shape:([^#]*?)(?:\s+attrs:\s+(\{.*\}))?\s*(?:#.*)?$"
+    r"^\s+(\w+)\s+([\d,]+)\s+inputs:((?:\s+(?:\d+|-))*)\s+shape:((?:\s+(?:\d+|\?|\*|\|))*)"
+    r"(?:\s+attrs:\s+(\{.*\}))?\s*(?:#.*)?$"
 )
 
 
