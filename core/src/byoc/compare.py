@@ -33,10 +33,13 @@ def random_inputs(
         tt = graph.type_of(name)
         if tt is None or tt.dtype is None or tt.shape is None:
             raise InputError(f"input '{name}' has no known type and shape; give it with --input")
-        dims = list((shapes or {}).get(name, tt.shape))
-        for i, d in enumerate(dims):
-            if not isinstance(d, int):
-                example = [x if isinstance(x, int) else 1 for x in dims]
+        given = list((shapes or {}).get(name, tt.shape))
+        dims: list[int] = []
+        for i, d in enumerate(given):
+            if isinstance(d, int):
+                dims.append(d)
+            else:
+                example = [x if isinstance(x, int) else 1 for x in given]
                 raise InputError(
                     f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
                     f"config's [shapes] table, e.g. {name} = {example}"

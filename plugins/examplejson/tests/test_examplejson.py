@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
+import byoc
 import numpy as np
 import pytest
-from onnx import helper
-
-import byoc
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 from byoc_examplejson import Module, codegen
+from onnx import helper
 
 ALL = {"backends": ["examplejson"]}
 F = [2, 3, 4]

@@ -157,6 +157,7 @@ def _model(
             g.initializer.append(graph.initializers[name])
         else:
             value = graph.constant(name)
+            assert value is not None  # is_constant(name) holds for every name in constants
             g.initializer.append(numpy_helper.from_array(value, name))
     boundary = set(inputs) | set(outputs)
     for n in nodes:

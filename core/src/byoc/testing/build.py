@@ -29,7 +29,7 @@ def node(
 
 def make_model(
     nodes: Sequence[onnx.NodeProto],
-    inputs: Mapping[str, Sequence[int | str] | tuple[Any, Sequence[int | str]]],
+    inputs: Mapping[str, Any],
     outputs: Sequence[str],
     constants: Mapping[str, np.ndarray] | None = None,
     opset: int = OPSET,
