@@ -178,9 +178,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _show_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> None:
+    print(f"byoc: warning: {message}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    warnings.filterwarnings("default", module="byoc")
+    warnings.showwarning = _show_warning
     try:
         return int(args.fn(args))
     except ByocError as exc:

@@ -104,7 +104,7 @@ class CompiledModel:
                         f"{type(exc).__name__}: {exc}"
                     ) from exc
                 warnings.warn(
-                    f"byoc: partition {unit.name} (backend {unit.backend}) failed "
+                    f"partition {unit.name} (backend {unit.backend}) failed "
                     f"({type(exc).__name__}: {exc}); running it on onnxruntime instead",
                     stacklevel=2,
                 )

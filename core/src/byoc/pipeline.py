@@ -58,7 +58,7 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
     for name in names:
         if name in broken:
             skipped[name] = broken[name]
-            warnings.warn(f"byoc: backend '{name}' is not used: {broken[name]}", stacklevel=3)
+            warnings.warn(f"backend '{name}' is not used: {broken[name]}", stacklevel=3)
             continue
         backend = known[name]
         table = tables.get(name) or cfg.backend_table(name, backend.options)
@@ -69,7 +69,7 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
             skipped[name] = f"disabled by [backend.{name}] enabled = false"
         elif reason is not None:
             skipped[name] = f"unavailable: {reason}"
-            warnings.warn(f"byoc: backend '{name}' claims nothing: {reason}", stacklevel=3)
+            warnings.warn(f"backend '{name}' claims nothing: {reason}", stacklevel=3)
         else:
             active.append(Active(backend, table))
     return active, skipped
