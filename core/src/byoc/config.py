@@ -19,7 +19,9 @@ FALLBACK_KEYS: dict[str, tuple[Any, Any, str]] = {
         "all",
         "onnxruntime graph optimizations: disable, basic, extended or all",
     ),
-    "allow_spinning": (bool, True, "let onnxruntime's idle threads spin"),
+    "allow_spinning": (
+        bool, True, "let onnxruntime's idle threads spin (default: only when one onnxruntime "
+        "session runs the whole model)"),
     "on_backend_error": (
         str,
         "raise",
@@ -42,7 +44,15 @@ BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
         "partitions with fewer nodes go back to onnxruntime (default: the backend's)",
     ),
 }
-TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare")
+COMPILE_KEYS: dict[str, tuple[Any, Any, str]] = {
+    "shape_cache": (
+        int,
+        8,
+        "how many input-shape signatures a compiled model keeps compiled when run with shapes "
+        "other than [shapes] (0: refuse other shapes)",
+    ),
+}
+TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare", "compile")
 _CHOICES = {
     "graph_optimization_level": ("disable", "basic", "extended", "all"),
     "on_backend_error": ("raise", "onnxruntime"),
@@ -58,6 +68,7 @@ class Config:
     fallback: dict[str, Any] = field(default_factory=dict)
     shapes: dict[str, list[int]] = field(default_factory=dict)
     compare: dict[str, Any] = field(default_factory=dict)
+    compile: dict[str, Any] = field(default_factory=lambda: {"shape_cache": 8})
     source: str = "<dict>"
     fallback_explicit: set[str] = field(default_factory=set)  # [fallback] keys the user set
 
@@ -106,6 +117,11 @@ def _parse(data: dict[str, Any], source: str) -> Config:
     cfg.fallback = _check_table(_table(data, "fallback", source), FALLBACK_KEYS, "fallback", source)
     cfg.fallback_explicit = set(_table(data, "fallback", source))
     cfg.compare = _check_table(_table(data, "compare", source), COMPARE_KEYS, "compare", source)
+    cfg.compile = _check_table(_table(data, "compile", source), COMPILE_KEYS, "compile", source)
+    if cfg.compile["shape_cache"] < 0:
+        raise ConfigError(
+            f"{source}: 'compile.shape_cache' must be 0 or more, got {cfg.compile['shape_cache']}"
+        )
     for name, table in _table(data, "backend", source).items():
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: 'backend.{name}' must be a table, got {table!r}")

@@ -152,16 +152,47 @@ def check_inputs(
     out: dict[str, np.ndarray] = {}
     symbols: dict[str, tuple[int, str]] = {}
     for name, want in expected.items():
-        value = given[name]
-        if not isinstance(value, np.ndarray):
-            try:
-                value = np.asarray(value, dtype=want.dtype if want and want.dtype else None)
-            except (TypeError, ValueError) as exc:
-                raise InputError(f"input '{name}' is not an array: {exc}") from None
+        value = _as_array(name, given[name], want.dtype if want else None)
         if want is not None:
             _check_one(name, value, want, symbols)
-        out[name] = value
+        # Backends (C code included) may assume C order, alignment and native byte order.
+        out[name] = np.require(value, value.dtype.newbyteorder("="), ["C", "A"])
     return out
+
+
+def _as_array(name: str, value: Any, want: np.dtype[Any] | None) -> np.ndarray:
+    """An ndarray for ``value``: arrays as they are (subclasses unwrapped), numbers and nested
+    lists converted when that loses nothing; anything else is an InputError."""
+    if isinstance(value, np.ndarray | np.generic):
+        value = np.asarray(value)
+    elif isinstance(value, list | tuple | int | float | bool | complex):
+        try:
+            natural = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"input '{name}' is not an array: {exc}") from None
+        if want is not None and natural.dtype.kind in "biufc":
+            if not np.can_cast(natural.dtype, want, "same_kind"):
+                raise InputError(
+                    f"input '{name}' is a {type(value).__name__} of {natural.dtype} values; the "
+                    f"model expects {want}: pass a numpy array of dtype {want}"
+                )
+            natural = natural.astype(want)
+        value = natural
+    else:
+        raise InputError(
+            f"input '{name}' is a {type(value).__name__}, not an array; pass a numpy array"
+        )
+    if value.dtype.kind in "OV" and (want is None or value.dtype != want):
+        raise InputError(
+            f"input '{name}' has dtype {value.dtype} (Python objects or raw records), which no "
+            f"backend can read; the model expects {want if want is not None else 'a tensor'}"
+        )
+    if value.dtype.byteorder not in "=|" and want is not None:
+        if value.dtype.newbyteorder("=") == want:
+            value = value.astype(want)
+    if want is not None and want.kind == "O" and value.dtype.kind in "US":
+        value = value.astype(object)  # ONNX strings: onnxruntime takes object arrays of str
+    return value
 
 
 def _check_one(
@@ -195,8 +226,15 @@ def _check_one(
 
 
 def fallback_config(cfg: Config, plan: Plan, reg: Registry) -> dict[str, Any]:
-    """The [fallback] table, with defaults asked for by the backends that have partitions."""
+    """The [fallback] table, with defaults asked for by the backends that have partitions.
+
+    With more than one step, onnxruntime's threads do not spin between runs unless the user
+    says so: spinning pools of many sessions starve each other and the backends (measured 8x
+    slower runs on a DenseNet cut into 782 segments).
+    """
     table = dict(cfg.fallback)
+    if len(plan.schedule) > 1 and "allow_spinning" not in cfg.fallback_explicit:
+        table["allow_spinning"] = False
     used = {p.backend for p in plan.partitions}
     for name in sorted(used):
         for key, value in reg.backends[name].fallback_defaults.items():
