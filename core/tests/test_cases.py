@@ -345,7 +345,7 @@ def test_exclude_ops_and_disabled_backend():
     model = make_model([node("Abs", ["x"], "a"), node("Exp", ["a"], "e")], {"x": S}, ["e"])
     config = {"backends": ["examplejson"], "backend": {"examplejson": {"exclude_ops": ["Exp"]}}}
     assert parts(plan_json(model, config)) == [(["a"], ["x"], ["a"])]
-    config = {"backend": {"examplejson": {"enabled": False}}}
+    config = {"backends": ["examplejson"], "backend": {"examplejson": {"enabled": False}}}
     assert plan_json(model, config)["partitions"] == []
 
 

@@ -27,6 +27,7 @@ def test_public_names():
             "compare",
             "compile",
             "hookimpl",
+            "load",
             "load_config",
             "load_module",
             "partition",

@@ -7,6 +7,7 @@ Partition a model between backend plugins and onnxruntime, compile, run, and com
     outputs = compiled.run({"x": array})
     report = byoc.compare("model.onnx", config="byoc.toml")
     plan = byoc.partition("model.onnx", config="byoc.toml")
+    compiled.save("model.byoc"); again = byoc.load("model.byoc")
 """
 
 from byoc.compare import CompareReport, compare, random_inputs
@@ -21,6 +22,7 @@ from byoc.errors import (
     PluginError,
 )
 from byoc.executor import CompiledModel, build, compile, load_module
+from byoc.export import load
 from byoc.graph import NodeView, TensorType
 from byoc.pipeline import partition
 from byoc.plan import Composite, Partition, Plan
@@ -49,6 +51,7 @@ __all__ = [
     "compare",
     "compile",
     "hookimpl",
+    "load",
     "load_config",
     "load_module",
     "partition",

@@ -15,7 +15,9 @@ import numpy as np
 
 import byoc
 from byoc.errors import ByocError, InputError
+from byoc.export import is_artifact
 from byoc.plugins import registry
+from byoc.progress import TerminalProgress
 
 
 def _inputs(pairs: Sequence[str] | None) -> dict[str, np.ndarray] | None:
@@ -90,34 +92,65 @@ def _defaults(b: Any) -> dict[str, Any]:
 
 
 def cmd_partition(args: argparse.Namespace) -> int:
+    from byoc import render
+
     plan = byoc.partition(args.model, args.config)
-    print(json.dumps(plan.to_json(), indent=2) if args.json else plan.table())
+    fmt = "json" if args.json else args.format
+    if fmt == "json":
+        text = json.dumps(plan.to_json(), indent=2)
+    elif fmt == "dot":
+        text = render.to_dot(plan)
+    elif fmt == "svg":
+        text = render.to_svg(plan)
+    else:
+        text = plan.table()
+    if args.output:
+        Path(args.output).write_text(text + ("" if text.endswith("\n") else "\n"))
+        print(f"wrote {args.output}", file=sys.stderr)
+    else:
+        print(text)
     return 0
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    from byoc.explain import explain_json, explain_text
+
+    if args.backend is not None and args.backend not in registry().backends:
+        raise ByocError(
+            f"--backend: no backend named '{args.backend}' is installed "
+            f"(installed: {', '.join(registry().backends)})"
+        )
     plan = byoc.partition(args.model, args.config)
-    for name, d in plan.decisions.items():
-        where = d.owner + (f" as {d.composite}" if d.composite else "")
-        print(f"{name}: {where}")
-        for backend, reason in d.refusals:
-            if args.backend in (None, backend, "*"):
-                print(f"    {backend}: {reason}")
+    if args.json:
+        print(json.dumps(explain_json(plan, args.backend), indent=2))
+    else:
+        print(explain_text(plan, args.backend))
     return 0
 
 
+def _progress(args: argparse.Namespace) -> TerminalProgress:
+    """A progress bar on stderr when it is a terminal, unless --quiet."""
+    return TerminalProgress(sys.stderr, enabled=not args.quiet)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
-    report = byoc.compare(args.model, args.config, _inputs(args.input))
+    with _progress(args) as progress:
+        report = byoc.compare(args.model, args.config, _inputs(args.input), progress=progress)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
     return 0 if report.passed else 1
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     inputs = _inputs(args.input)
-    compiled = byoc.compile(args.model, args.config)
+    cfg = byoc.load_config(args.config)
+    if is_artifact(args.model):  # a .byoc file (a zip), whatever its name
+        compiled = byoc.load(args.model)
+    else:
+        with _progress(args) as progress:
+            compiled = byoc.compile(args.model, cfg, progress=progress)
     if inputs is None:
-        cfg = byoc.load_config(args.config)
-        inputs = byoc.random_inputs(compiled.plan.model, cfg.shapes, cfg.compare["seed"])
+        signature = compiled.plan.model if compiled.plan is not None else compiled.inputs
+        inputs = byoc.random_inputs(signature, cfg.shapes, cfg.compare["seed"])
     outputs = compiled.run(inputs)
     if args.output:
         os.makedirs(args.output, exist_ok=True)
@@ -133,7 +166,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
-    compiled = byoc.compile(args.model, args.config)
+    with _progress(args) as progress:
+        compiled = byoc.compile(args.model, args.config, progress=progress)
+    if args.output:
+        path = compiled.save(args.output)
+        if not args.quiet:
+            size = path.stat().st_size
+            print(f"wrote {path} ({len(compiled.steps)} units, {size / 1024:.1f} KiB)")
     if args.dump_dir:
         os.makedirs(args.dump_dir, exist_ok=True)
         for step in compiled.steps:
@@ -143,8 +182,19 @@ def cmd_compile(args: argparse.Namespace) -> int:
                 path = Path(args.dump_dir) / f"{step.unit.name}{suffix}"
                 path.write_text(source)
                 print(f"wrote {path}")
-    if not args.dump_dir:
+    if not args.dump_dir and not args.output and compiled.plan is not None:
         print(compiled.plan.table())
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from byoc.bench import bench
+
+    with _progress(args) as progress:
+        report = bench(
+            args.model, args.config, runs=args.runs, warmup=args.warmup, progress=progress
+        )
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
     return 0
 
 
@@ -164,17 +214,34 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("backends", cmd_backends, "list installed backends", model=False)
     p.add_argument("--json", action="store_true", help="print JSON")
     p = add("partition", cmd_partition, "print the partition plan")
-    p.add_argument("--json", action="store_true", help="print the plan as JSON")
+    p.add_argument("--json", action="store_true", help="print the plan as JSON (--format json)")
+    p.add_argument(
+        "--format",
+        choices=["table", "json", "dot", "svg"],
+        default="table",
+        help="table (default), json, dot (Graphviz source) or svg (a picture of the plan)",
+    )
+    p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p = add("explain", cmd_explain, "say for every node who claimed it, or why not")
-    p.add_argument("--backend", help="only this backend's reasons")
+    p.add_argument("--backend", metavar="NAME", help="only this backend's partitions and reasons")
+    p.add_argument("--json", action="store_true", help="print one entry per node as JSON")
     p = add("compare", cmd_compare, "compare outputs with onnxruntime (exit 1 on mismatch)")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("--json", action="store_true", help="print the report as JSON")
-    p = add("run", cmd_run, "run a model (random inputs unless --input is given)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p = add("run", cmd_run, "run an ONNX model or a .byoc file (random inputs unless --input)")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("-o", "--output", metavar="DIR", help="save outputs as DIR/NAME.npy")
-    p = add("compile", cmd_compile, "compile a model; --dump-dir writes each artifact's source")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p = add("compile", cmd_compile, "compile a model; -o saves it as one .byoc file")
+    p.add_argument("-o", "--output", metavar="FILE.byoc", help="save the compiled model here")
     p.add_argument("--dump-dir", metavar="DIR", help="write each partition's source here")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no notes")
+    p = add("bench", cmd_bench, "time byoc against onnxruntime, per partition and segment")
+    p.add_argument("--runs", type=int, default=20, help="timed runs of each (default 20)")
+    p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
+    p.add_argument("--json", action="store_true", help="print the timings as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser
 
 
@@ -192,6 +259,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:  # a bug in byoc or a plugin: still one line, unless debugging
+        if os.environ.get("BYOC_DEBUG"):
+            raise
+        print(
+            f"byoc: internal error: {type(exc).__name__}: {exc} (a bug in byoc or a plugin; "
+            "please report it; BYOC_DEBUG=1 shows the traceback)",
+            file=sys.stderr,
+        )
+        return 3
 
 
 if __name__ == "__main__":

@@ -14,23 +14,30 @@ from byoc.errors import InputError, ModelError
 from byoc.executor import build
 from byoc.graph import Graph
 from byoc.pipeline import ConfigLike, ModelLike, partition
+from byoc.progress import ProgressFn
+
+MAX_RANDOM_ELEMENTS = 1 << 28  # per input: 1 GiB of float32
 
 
 def random_inputs(
     model: Any, shapes: Mapping[str, list[int]] | None = None, seed: int = 0
 ) -> dict[str, np.ndarray]:
-    """Random arrays for a model's inputs (a Graph, a ModelProto or a path).
+    """Random arrays for a model's inputs (a Graph, a ModelProto, a path, or a signature
+    ``{name: TensorType}`` such as ``CompiledModel.inputs``).
 
     Floats are standard normal, integers uniform in [0, 10), booleans fair coins. A symbolic
     dim that ``shapes`` does not fix is an InputError naming the input and the dim.
     """
     from byoc.graph import load_model
 
-    graph = model if isinstance(model, Graph) else Graph(load_model(model, shapes))
+    if isinstance(model, Mapping):  # a signature: CompiledModel.inputs
+        types = dict(model)
+    else:
+        graph = model if isinstance(model, Graph) else Graph(load_model(model, shapes))
+        types = {n: graph.type_of(n) for n in graph.inputs}
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
-    for name in graph.inputs:
-        tt = graph.type_of(name)
+    for name, tt in types.items():
         if tt is None or tt.dtype is None or tt.shape is None:
             raise InputError(f"input '{name}' has no known type and shape; give it with --input")
         given = list((shapes or {}).get(name, tt.shape))
@@ -44,6 +51,12 @@ def random_inputs(
                     f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
                     f"config's [shapes] table, e.g. {name} = {example}"
                 )
+        size = int(np.prod(dims, dtype=object))
+        if size > MAX_RANDOM_ELEMENTS:
+            raise InputError(
+                f"input '{name}' has shape {tuple(dims)} ({size} elements), too big for random "
+                f"inputs (limit {MAX_RANDOM_ELEMENTS}); give smaller dims in [shapes] or --input"
+            )
         if tt.dtype.kind == "f":
             out[name] = rng.standard_normal(dims).astype(tt.dtype)
         elif tt.dtype.kind in "iu":
@@ -162,16 +175,25 @@ def compare(
     *,
     rtol: float | None = None,
     atol: float | None = None,
+    progress: ProgressFn | None = None,
 ) -> CompareReport:
-    """Compile ``model`` with byoc, run it and plain onnxruntime on the same inputs, compare."""
+    """Compile ``model`` with byoc, run it and plain onnxruntime on the same inputs, compare.
+
+    ``progress`` is passed to ``build`` (see ``byoc.compile``).
+    """
     cfg = load_config(config)
     plan = partition(model, cfg)
-    compiled = build(plan, cfg)
+    compiled = build(plan, cfg, progress=progress)
     if inputs is None:
         inputs = random_inputs(Graph(plan.model), cfg.shapes, cfg.compare["seed"])
     got = compiled.run(inputs)
     source = plan.source if plan.source is not None else plan.model
-    reference = ort.InferenceSession(source.SerializeToString(), providers=["CPUExecutionProvider"])
+    try:
+        reference = ort.InferenceSession(
+            source.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime refuses what the ONNX checker let through
+        raise ModelError(f"onnxruntime (the reference) cannot load the model: {exc}") from None
     try:
         results = reference.run(compiled.outputs, dict(inputs))
     except Exception as exc:  # the model itself fails on these inputs

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,8 @@ from byoc.graph import Graph, TensorType
 from byoc.pipeline import ConfigLike, ModelLike, partition, resolve_backends
 from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry, registry
+from byoc.progress import ProgressFn
+from byoc.shapes import Specializations
 
 
 @dataclass
@@ -35,6 +38,12 @@ class Step:
         """An onnxruntime runtime for this partition (it is a valid ONNX model)."""
         with self._lock:
             if self._fallback is None:
+                if not self.unit.model.graph.node:
+                    raise BackendError(
+                        f"partition {self.unit.name} (backend {self.unit.backend}) has no ONNX "
+                        "copy to rerun on onnxruntime (it was loaded from a .byoc file saved "
+                        "without one)"
+                    )
                 self._fallback = _runtime(registry(), FALLBACK, self.unit, config)[1]
             return self._fallback
 
@@ -73,28 +82,79 @@ def create_runtime(
 
 
 class CompiledModel:
-    """A partitioned, compiled model. ``run`` is safe to call from many threads at once."""
+    """A partitioned, compiled model. ``run`` is safe to call from many threads at once.
 
-    def __init__(self, plan: Plan, steps: list[Step], fallback_config: Mapping[str, Any]) -> None:
+    ``plan`` is None for a model loaded from a ``.byoc`` file; such a model gives its signature
+    (``inputs``, ``outputs`` with their types, constant ``outputs``) explicitly.
+    """
+
+    def __init__(
+        self,
+        plan: Plan | None,
+        steps: list[Step],
+        fallback_config: Mapping[str, Any],
+        *,
+        inputs: Mapping[str, TensorType | None] | None = None,
+        outputs: Mapping[str, TensorType | None] | None = None,
+        constants: Mapping[str, np.ndarray] | None = None,
+        backend_configs: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> None:
         self.plan = plan
         self.steps = steps
         self.fallback_config = dict(fallback_config)
-        graph = Graph(plan.model)
-        self.inputs: dict[str, TensorType | None] = {n: graph.type_of(n) for n in graph.inputs}
-        self.outputs = list(graph.outputs)
-        self._constants = {n: graph.constant(n) for n in self.outputs if graph.is_constant(n)}
+        self.backend_configs = {k: dict(v) for k, v in (backend_configs or {}).items()}
+        if plan is not None and inputs is None:
+            graph = Graph(plan.model)
+            inputs = {n: graph.type_of(n) for n in graph.inputs}
+            outputs = {n: graph.type_of(n) for n in graph.outputs}
+            values = {n: graph.constant(n) for n in graph.outputs}
+            constants = {n: v for n, v in values.items() if v is not None}
+        self.inputs: dict[str, TensorType | None] = dict(inputs or {})
+        self.output_types: dict[str, TensorType | None] = dict(outputs or {})
+        self.outputs = list(self.output_types)
+        self._constants = dict(constants or {})
+        self._shapes: Specializations | None = None  # set by build: other input shapes
         _plan_drops(steps, set(self.outputs))
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
-        """Run the model: ``{input name: array}`` -> ``{output name: array}``."""
+        """Run the model: ``{input name: array}`` -> ``{output name: array}``.
+
+        Inputs whose shapes differ from the ones the model was specialised for (``[shapes]``)
+        but fit its declared symbolic dims are run on a variant compiled for them, once.
+        """
+        return self._run(inputs, None)
+
+    def profile(
+        self, inputs: Mapping[str, Any]
+    ) -> tuple[dict[str, np.ndarray], list[tuple[Step, float]]]:
+        """Run once, timing each step: the outputs, and ``(step, seconds)`` in run order."""
+        times: list[tuple[Step, float]] = []
+        return self._run(inputs, times), times
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the model to one ``.byoc`` file that ``byoc.load`` reads (docs/format.md)."""
+        from byoc.export import save
+
+        return save(self, path)
+
+    def _run(
+        self, inputs: Mapping[str, Any], times: list[tuple[Step, float]] | None
+    ) -> dict[str, np.ndarray]:
+        try:
+            checked = check_inputs(self.inputs, inputs)
+        except InputError:
+            if self._shapes is None:
+                raise
+            return self._shapes.model_for(inputs)._run(inputs, times)
         env: dict[str, Any] = dict(self._constants)
-        env.update(check_inputs(self.inputs, inputs))
+        env.update(checked)
         on_error = self.fallback_config.get("on_backend_error", "raise")
         for step in self.steps:
             unit = step.unit
             args = [env[name] for name in unit.inputs]
+            start = time.perf_counter() if times is not None else 0.0
             try:
-                results = step.runtime.run(args)
+                results = _results(unit, step.runtime.run(args))
             except Exception as exc:
                 if unit.backend == FALLBACK or on_error != "onnxruntime":
                     if isinstance(exc, ByocError):
@@ -108,12 +168,9 @@ class CompiledModel:
                     f"({type(exc).__name__}: {exc}); running it on onnxruntime instead",
                     stacklevel=2,
                 )
-                results = step.fallback(self.fallback_config).run(args)
-            if len(results) != len(unit.outputs):
-                raise BackendError(
-                    f"partition {unit.name} (backend {unit.backend}) returned {len(results)} "
-                    f"outputs, expected {len(unit.outputs)}"
-                )
+                results = _rerun(step, args, self.fallback_config, exc)
+            if times is not None:
+                times.append((step, time.perf_counter() - start))
             env.update(zip(unit.outputs, results, strict=True))
             for name in step.drop:
                 env.pop(name, None)
@@ -122,6 +179,36 @@ class CompiledModel:
     def __repr__(self) -> str:
         kinds = ", ".join(f"{s.unit.name}" for s in self.steps)
         return f"<CompiledModel {kinds}>"
+
+
+def _results(unit: Partition, results: Any) -> list[np.ndarray]:
+    """A step's results, checked: one array per output of the unit."""
+    if not isinstance(results, list | tuple) or len(results) != len(unit.outputs):
+        got = f"{len(results)} values" if isinstance(results, list | tuple) else repr(results)[:60]
+        raise BackendError(
+            f"partition {unit.name} (backend {unit.backend}) returned {got}, expected a list of "
+            f"{len(unit.outputs)} arrays"
+        )
+    for name, value in zip(unit.outputs, results, strict=True):  # onnxruntime: also sequences
+        if unit.backend != FALLBACK and not isinstance(value, np.ndarray):
+            raise BackendError(
+                f"partition {unit.name} (backend {unit.backend}) returned a "
+                f"{type(value).__name__} for output '{name}', not a numpy array"
+            )
+    return list(results)
+
+
+def _rerun(step: Step, args: list[Any], config: Mapping[str, Any], cause: Exception) -> Any:
+    """Run a failed partition on onnxruntime ([fallback] on_backend_error = "onnxruntime")."""
+    unit = step.unit
+    try:
+        return _results(unit, step.fallback(config).run(args))
+    except Exception as exc:
+        raise BackendError(
+            f"partition {unit.name} (backend {unit.backend}) failed at run time "
+            f"({type(cause).__name__}: {cause}), and so did running it on onnxruntime: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
 
 
 def _plan_drops(steps: list[Step], keep: set[str]) -> None:
@@ -187,9 +274,12 @@ def _as_array(name: str, value: Any, want: np.dtype[Any] | None) -> np.ndarray:
             f"input '{name}' has dtype {value.dtype} (Python objects or raw records), which no "
             f"backend can read; the model expects {want if want is not None else 'a tensor'}"
         )
-    if value.dtype.byteorder not in "=|" and want is not None:
-        if value.dtype.newbyteorder("=") == want:
-            value = value.astype(want)
+    if (
+        want is not None
+        and value.dtype.byteorder not in "=|"
+        and value.dtype == want.newbyteorder(value.dtype.byteorder)
+    ):
+        value = value.astype(want)
     if want is not None and want.kind == "O" and value.dtype.kind in "US":
         value = value.astype(object)  # ONNX strings: onnxruntime takes object arrays of str
     return value
@@ -243,24 +333,49 @@ def fallback_config(cfg: Config, plan: Plan, reg: Registry) -> dict[str, Any]:
     return table
 
 
-def build(plan: Plan, config: ConfigLike = None) -> CompiledModel:
-    """Run codegen and create a runtime for every unit of a plan."""
+def build(
+    plan: Plan, config: ConfigLike = None, *, progress: ProgressFn | None = None
+) -> CompiledModel:
+    """Run codegen and create a runtime for every unit of a plan.
+
+    ``progress(index, total, unit_name)``, when given, is called before each unit is compiled.
+    """
     cfg = load_config(config if config is not None else plan.config)
     reg = registry()
+    problem = reg.backends[FALLBACK].unavailable_reason
+    if problem is not None:  # every model needs it: segments, and the reference
+        raise BackendError(f"the onnxruntime fallback cannot be used: {problem}")
     tables = {a.name: a.table for a in resolve_backends(cfg, reg)[0]}
     fb = fallback_config(cfg, plan, reg)
     steps = []
-    for unit in plan.schedule:
+    for i, unit in enumerate(plan.schedule, start=1):
+        if progress is not None:
+            progress(i, len(plan.schedule), unit.name)
         table = fb if unit.backend == FALLBACK else tables[unit.backend]
         artifact, runtime = _runtime(reg, unit.backend, unit, table)
         steps.append(Step(unit, artifact, runtime))
-    return CompiledModel(plan, steps, fb)
+    used = {p.backend for p in plan.partitions}
+    compiled = CompiledModel(
+        plan, steps, fb, backend_configs={n: t for n, t in tables.items() if n in used}
+    )
+    compiled._shapes = Specializations.create(plan.source, cfg, _compile_source)
+    return compiled
 
 
-def compile(model: ModelLike, config: ConfigLike = None) -> CompiledModel:
-    """Partition a model, generate code for every partition and make it runnable."""
+def _compile_source(source: Any, cfg: Config) -> CompiledModel:
+    return build(partition(source, cfg), cfg)
+
+
+def compile(
+    model: ModelLike, config: ConfigLike = None, *, progress: ProgressFn | None = None
+) -> CompiledModel:
+    """Partition a model, generate code for every partition and make it runnable.
+
+    ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
+    (``byoc.progress.TerminalProgress`` draws a bar on a terminal).
+    """
     cfg = load_config(config)
-    return build(partition(model, cfg), cfg)
+    return build(partition(model, cfg), cfg, progress=progress)
 
 
 def load_module(path: str | os.PathLike[str], backend: str, config: ConfigLike = None) -> Any:

@@ -6,6 +6,7 @@ It claims nothing: it runs the segments of the model that no backend claimed. It
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -53,11 +54,28 @@ class OrtRuntime:
         return self.session.run(self.output_names, dict(zip(self.input_names, inputs, strict=True)))
 
 
+MIN_ONNXRUNTIME = (1, 31)  # runs what onnx 1.21 writes (IR 13, opset 26); see pyproject.toml
+
+
+def onnxruntime_problem(version: str) -> str | None:
+    """None when onnxruntime ``version`` is new enough for byoc, else what is wrong and what to
+    do about it."""
+    found = tuple(int(p) for p in re.findall(r"\d+", version)[:2])
+    if len(found) == 2 and found >= MIN_ONNXRUNTIME:
+        return None
+    need = ".".join(map(str, MIN_ONNXRUNTIME))
+    return (
+        f"onnxruntime {version} is too old: byoc needs onnxruntime >= {need} (the version that "
+        f"runs what onnx {onnx.__version__} writes); pip install -U 'onnxruntime>={need}'"
+    )
+
+
 @hookimpl
 def byoc_register_backends(register: Any) -> None:
     register(
         FALLBACK,
         version=ort.__version__,
+        available=lambda: onnxruntime_problem(ort.__version__),
         priority=-1,
         description="fallback: runs every node no backend claims",
     )

@@ -19,6 +19,12 @@ SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
 _FOLDABLE = frozenset({"Constant", "Cast", "Identity"})
 
 Dim = int | str | None
+# Element types stored two or four to a byte in raw_data.
+_PACKED = {
+    getattr(onnx.TensorProto, n)
+    for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+    if hasattr(onnx.TensorProto, n)
+}
 
 
 @dataclass(frozen=True)
@@ -289,6 +295,7 @@ def specialize(
     proto.CopyFrom(source)
     if shapes:
         _fix_shapes(proto.graph, shapes)
+    _check_initializers(proto.graph)
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
@@ -306,6 +313,27 @@ def specialize(
     for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
         old.CopyFrom(new)
     return proto
+
+
+def _check_initializers(graph: onnx.GraphProto) -> None:
+    """Initializers have a known element type and as many bytes as their dims need."""
+    for t in graph.initializer:
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        except (KeyError, TypeError, ValueError):
+            raise ModelError(
+                f"initializer '{t.name}' has an unknown element type {t.data_type}"
+            ) from None
+        if t.data_location == onnx.TensorProto.EXTERNAL or not t.HasField("raw_data"):
+            continue
+        if any(d < 0 for d in t.dims):
+            raise ModelError(f"initializer '{t.name}' has a negative dim: {list(t.dims)}")
+        need = int(np.prod(t.dims, dtype=object)) * dtype.itemsize
+        if dtype.kind != "O" and t.data_type not in _PACKED and len(t.raw_data) != need:
+            raise ModelError(
+                f"initializer '{t.name}' has {len(t.raw_data)} bytes of data, but its dims "
+                f"{list(t.dims)} and type {dtype} need {need}"
+            )
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:

@@ -107,16 +107,19 @@ def partition(model: ModelLike, config: ConfigLike = None) -> Plan:
         FALLBACK if lab is None and i not in graph.const_nodes else None
         for i, lab in enumerate(labels)
     ]
-    leftover = Regions(graph, fallback, [])
+    for k, (_, nodes) in enumerate(kept):  # partitions are contracted units in the cycle check
+        for i in nodes:
+            fallback[i] = f"{FALLBACK}:partition {k}"  # a label of its own: never merged
+    leftover = Regions(graph, fallback, [nodes for _, nodes in kept])
     merge_compiler_regions(leftover, any_pair=True)  # the fallback: few onnxruntime sessions
     composites = [Composite(m.name, tuple(graph.nodes[i].name for i in m.members)) for m in matches]
     units = partition_graph(  # 5. PartitionGraph
         graph,
-        kept + [(FALLBACK, nodes) for nodes in leftover.regions()],
+        kept + [(FALLBACK, r) for r in leftover.regions() if fallback[r[0]] == FALLBACK],
         [c for c in composites if labels[graph.index[c.nodes[-1]]] is not None],
         declared={v.name: v for v in source.graph.input},
     )
-    plan = _plan(graph, units, labels, refusals, matches, skipped, cfg)
+    plan = _plan(graph, units, labels, refusals, matches, skipped, cfg, regions.blocked)
     plan.source = source
     return plan
 
@@ -160,9 +163,20 @@ def _plan(
     matches: list[Any],
     skipped: dict[str, str],
     cfg: Config,
+    blocked: Mapping[tuple[int, int], int] | None = None,
 ) -> Plan:
     composite_of = {i: m.name for m in matches for i in m.members if labels[i] is not None}
     owner = {name: u for u in units for name in u.nodes}
+    for (a, b), via in (blocked or {}).items():  # producer-first merges a cycle stopped
+        ua, ub = owner.get(graph.nodes[a].name), owner.get(graph.nodes[b].name)
+        if ua and ub and ua is not ub and ua.backend == ub.backend != FALLBACK:
+            refusals.setdefault(b, []).append(
+                (
+                    ub.backend,
+                    f"kept out of {ua.name} (the partition of '{graph.nodes[a].name}'): "
+                    f"merging would create a cycle through '{graph.nodes[via].name}'",
+                )
+            )
     decisions: dict[str, Decision] = {}
     fallback_nodes: list[str] = []
     for i, node in enumerate(graph.nodes):

@@ -14,7 +14,8 @@ class Regions:
 
     Rules: a merge joins two regions of the same label and is made only when no path leaves one
     region, passes through any other region or node, and comes back into the other: the
-    contracted graph stays acyclic.
+    contracted graph stays acyclic. Each merge refused for that reason is recorded in
+    ``blocked``: ``(a, b) -> a node on the path``, for ``byoc explain``.
     """
 
     def __init__(self, graph: Graph, labels: list[str | None], groups: Iterable[list[int]]) -> None:
@@ -25,6 +26,7 @@ class Regions:
             i: [i] for i, label in enumerate(labels) if label is not None
         }
         self.succ = [sorted(set(graph.succ(i))) for i in range(len(graph.nodes))]
+        self.blocked: dict[tuple[int, int], int] = {}
         for group in groups:
             for m in group[1:]:
                 self._union(group[0], m)
@@ -52,13 +54,17 @@ class Regions:
             return False
         if self.labels[ra] is None or self.labels[ra] != self.labels[rb]:
             return False
-        if self._reaches_through_other(ra, rb) or self._reaches_through_other(rb, ra):
+        via = self._reaches_through_other(ra, rb)
+        if via is None:
+            via = self._reaches_through_other(rb, ra)
+        if via is not None:
+            self.blocked.setdefault((a, b), via)
             return False
         self._union(ra, rb)
         return True
 
-    def _reaches_through_other(self, src: int, dst: int) -> bool:
-        """Is there a path src -> (other regions or nodes) -> dst?"""
+    def _reaches_through_other(self, src: int, dst: int) -> int | None:
+        """A node on a path src -> (other regions or nodes) -> dst, or None if there is none."""
         limit = max(self.members[dst])  # edges go forward in topological order
         first = {self.find(s) for m in self.members[src] for s in self.succ[m]}
         stack = [r for r in first if r not in (src, dst)]
@@ -75,10 +81,10 @@ class Regions:
                 for s in self.succ[m]:
                     r = self.find(s)
                     if r == dst:
-                        return True
+                        return m
                     if r != src and r not in seen:
                         stack.append(r)
-        return False
+        return None
 
     def regions(self) -> list[list[int]]:
         """Every region's node list (sorted), ordered by first node."""

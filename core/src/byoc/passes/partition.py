@@ -25,8 +25,10 @@ def partition_graph(
     reads or that are graph outputs, deduplicated, in production order; every constant it reads
     is bound inside as an initializer. Symbols are ``<backend>_<n>``, numbered per backend in
     run order. Constant nodes are listed in the one backend partition that alone uses them.
-    Fallback segments declare the model's inputs as the model does (``declared``): onnxruntime
-    may refuse a model whose input dims were fixed (its inference inside If bodies can fail).
+    A region whose results nothing reads (dead code) becomes no unit; its nodes are listed
+    with the fallback and never run. Fallback segments declare the model's inputs as the model
+    does (``declared``): onnxruntime may refuse a model whose input dims were fixed (its
+    inference inside If bodies can fail).
     """
     region_of = {node: r for r, (_, nodes) in enumerate(regions) for node in nodes}
     order = _toposort_regions(graph, [nodes for _, nodes in regions], region_of)
@@ -40,11 +42,14 @@ def partition_graph(
         symbol = f"{backend}_{index}"
         names = {graph.nodes[n].name for n in nodes}
         unit = _extract(graph, nodes, symbol, backend, declared if backend == FALLBACK else None)
+        if not unit.outputs:  # dead code: nothing reads its results, so nothing runs it
+            counters[backend] = index
+            continue
         unit.composites = [c for c in composites if c.nodes[-1] in names]
         units.append(unit)
         by_region[r] = unit
     for const, r in _absorbed_constants(graph, region_of).items():
-        if regions[r][0] != FALLBACK:
+        if regions[r][0] != FALLBACK and r in by_region:
             by_region[r].nodes.append(graph.nodes[const].name)
     for unit in units:
         unit.nodes.sort(key=graph.index.__getitem__)

@@ -1,0 +1,192 @@
+"""``byoc bench``: latency of a compiled model against plain onnxruntime, and where it goes.
+
+Runs are interleaved (byoc, onnxruntime, then onnxruntime, byoc, ...) after a warm-up, so
+both see the same machine state; each byoc run is timed per step with
+``CompiledModel.profile``. Reports the median and the 10th/90th percentiles.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from byoc.compare import random_inputs
+from byoc.config import load_config
+from byoc.errors import ConfigError, ModelError
+from byoc.executor import build
+from byoc.fallback import session_options
+from byoc.graph import Graph
+from byoc.pipeline import ConfigLike, ModelLike, partition
+from byoc.progress import ProgressFn
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Median and 10th/90th percentiles of some timings, in seconds."""
+
+    median: float
+    p10: float
+    p90: float
+
+    @classmethod
+    def of(cls, seconds: Sequence[float]) -> Stats:
+        p10, median, p90 = np.percentile(np.asarray(seconds, dtype=np.float64), [10, 50, 90])
+        return cls(float(median), float(p10), float(p90))
+
+    def to_json(self) -> dict[str, float]:
+        return {"median_ms": self.median * 1e3, "p10_ms": self.p10 * 1e3, "p90_ms": self.p90 * 1e3}
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    """The time one unit of the schedule (a partition or a fallback segment) takes."""
+
+    name: str
+    backend: str
+    nodes: int
+    stats: Stats
+
+
+@dataclass
+class BenchReport:
+    """What ``bench`` measured; ``table()`` and ``to_json()`` show it."""
+
+    runs: int
+    warmup: int
+    byoc: Stats
+    onnxruntime: Stats
+    steps: list[StepTiming]
+    overhead: Stats  # byoc's total minus the sum of its steps: the executor's own time
+
+    @property
+    def ratio(self) -> float:
+        """byoc's median latency over onnxruntime's (below 1: byoc is faster)."""
+        return self.byoc.median / self.onnxruntime.median if self.onnxruntime.median else 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "runs": self.runs,
+            "warmup": self.warmup,
+            "byoc": self.byoc.to_json(),
+            "onnxruntime": self.onnxruntime.to_json(),
+            "ratio": self.ratio,
+            "steps": [
+                {
+                    "name": s.name,
+                    "backend": s.backend,
+                    "nodes": s.nodes,
+                    **s.stats.to_json(),
+                    "share": s.stats.median / self.byoc.median if self.byoc.median else 0.0,
+                }
+                for s in self.steps
+            ],
+            "overhead": self.overhead.to_json(),
+        }
+
+    def table(self) -> str:
+        head = [("", "median", "p10", "p90")]
+        head += [(k, _ms(s.median), _ms(s.p10), _ms(s.p90)) for k, s in self._totals()]
+        lines = _columns(head, right=(1, 2, 3))
+        lines.append(
+            f"byoc / onnxruntime = {self.ratio:.2f}x (median of {self.runs} interleaved runs "
+            f"after {self.warmup} warm-up)"
+        )
+        rows = [("unit", "backend", "nodes", "median", "p10", "p90", "share")]
+        for s in self.steps:
+            share = s.stats.median / self.byoc.median if self.byoc.median else 0.0
+            rows.append(
+                (
+                    s.name,
+                    s.backend,
+                    str(s.nodes),
+                    _ms(s.stats.median),
+                    _ms(s.stats.p10),
+                    _ms(s.stats.p90),
+                    f"{share:.0%}",
+                )
+            )
+        o = self.overhead
+        share = o.median / self.byoc.median if self.byoc.median else 0.0
+        rows.append(("(executor)", "", "", _ms(o.median), _ms(o.p10), _ms(o.p90), f"{share:.0%}"))
+        return "\n".join([*lines, "", *_columns(rows, right=(2, 3, 4, 5, 6))])
+
+    def _totals(self) -> list[tuple[str, Stats]]:
+        return [("byoc", self.byoc), ("onnxruntime", self.onnxruntime)]
+
+
+def bench(
+    model: ModelLike,
+    config: ConfigLike = None,
+    *,
+    runs: int = 20,
+    warmup: int = 3,
+    inputs: Mapping[str, np.ndarray] | None = None,
+    progress: ProgressFn | None = None,
+) -> BenchReport:
+    """Compile ``model``, then time it and plain onnxruntime on the same inputs.
+
+    Inputs are random (``[shapes]``, ``[compare] seed``) unless given. onnxruntime runs the
+    whole model with the ``[fallback]`` session options, so thread settings match.
+    """
+    if runs < 1 or warmup < 0:
+        raise ConfigError(f"bench needs runs >= 1 and warmup >= 0, got {runs} and {warmup}")
+    cfg = load_config(config)
+    plan = partition(model, cfg)
+    compiled = build(plan, cfg, progress=progress)
+    if inputs is None:
+        inputs = random_inputs(Graph(plan.model), cfg.shapes, cfg.compare["seed"])
+    source = plan.source if plan.source is not None else plan.model
+    try:
+        session = ort.InferenceSession(
+            source.SerializeToString(),
+            session_options(cfg.fallback),
+            providers=["CPUExecutionProvider"],
+        )
+    except Exception as exc:
+        raise ModelError(f"onnxruntime (the reference) cannot load the model: {exc}") from None
+    feeds = dict(inputs)
+    for _ in range(warmup):
+        compiled.run(inputs)
+        session.run(None, feeds)
+    totals: list[float] = []
+    reference: list[float] = []
+    per_step: list[list[float]] = [[] for _ in compiled.steps]
+    for i in range(runs):
+        for which in ("byoc", "ort") if i % 2 == 0 else ("ort", "byoc"):
+            start = time.perf_counter()
+            if which == "ort":
+                session.run(None, feeds)
+                reference.append(time.perf_counter() - start)
+                continue
+            _, times = compiled.profile(inputs)
+            totals.append(time.perf_counter() - start)
+            for k, (_, seconds) in enumerate(times):
+                per_step[k].append(seconds)
+    steps = [
+        StepTiming(s.unit.name, s.unit.backend, len(s.unit.nodes), Stats.of(t))
+        for s, t in zip(compiled.steps, per_step, strict=True)
+    ]
+    overhead = [total - sum(t[i] for t in per_step) for i, total in enumerate(totals)]
+    return BenchReport(
+        runs, warmup, Stats.of(totals), Stats.of(reference), steps, Stats.of(overhead)
+    )
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.3f} ms"
+
+
+def _columns(rows: Sequence[tuple[str, ...]], right: tuple[int, ...] = ()) -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [
+        "  ".join(
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+        for r in rows
+    ]

@@ -1,0 +1,120 @@
+"""``byoc bench``, compile progress and ``--quiet``."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import byoc
+import onnx
+import pytest
+from byoc.bench import bench
+from byoc.progress import TerminalProgress
+from byoc.testing.build import make_model, node
+
+
+def model():
+    return make_model(
+        [
+            node("Add", ["x", "x"], "a"),
+            node("Tanh", ["a"], "t"),
+            node("Mul", ["t", "t"], "m"),
+            node("Relu", ["m"], "r"),
+        ],
+        {"x": ["N", 8]},
+        ["r"],
+    )
+
+
+CFG = {
+    "backends": ["examplejson"],
+    "backend": {"examplejson": {"ops": ["Add", "Mul", "Relu"]}},
+    "shapes": {"x": [2, 8]},
+}
+
+
+@pytest.fixture
+def files(tmp_path):
+    onnx.save(model(), tmp_path / "m.onnx")
+    (tmp_path / "byoc.toml").write_text(
+        'backends = ["examplejson"]\n[backend.examplejson]\nops = ["Add", "Mul", "Relu"]\n'
+        "[shapes]\nx = [2, 8]\n"
+    )
+    return tmp_path / "m.onnx", tmp_path / "byoc.toml"
+
+
+def byoc_cli(*args):
+    return subprocess.run(
+        [sys.executable, "-m", "byoc.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_bench_prints_a_table(files):
+    path, cfg = files
+    done = byoc_cli("bench", path, "-c", cfg, "--runs", "5", "--warmup", "1")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "byoc / onnxruntime =" in out and "median of 5 interleaved runs" in out
+    for word in ("examplejson_0", "onnxruntime_0", "examplejson_1", "(executor)", "p10", "p90"):
+        assert word in out
+    assert done.stderr == ""  # not a terminal: no progress bar
+
+
+def test_bench_json(files):
+    path, cfg = files
+    done = byoc_cli("bench", path, "-c", cfg, "--runs", "3", "--json", "--quiet")
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["runs"] == 3
+    assert [s["name"] for s in report["steps"]] == [
+        "examplejson_0",
+        "onnxruntime_0",
+        "examplejson_1",
+    ]
+    assert report["byoc"]["median_ms"] > 0 and report["ratio"] > 0
+
+
+def test_bench_api_counts_every_run():
+    report = bench(model(), CFG, runs=4, warmup=0)
+    assert report.runs == 4
+    assert report.byoc.p10 <= report.byoc.median <= report.byoc.p90
+    with pytest.raises(byoc.ConfigError, match="runs >= 1"):
+        bench(model(), CFG, runs=0)
+
+
+def test_compile_reports_progress_per_unit():
+    calls = []
+    byoc.compile(model(), CFG, progress=lambda *a: calls.append(a))
+    assert calls == [(1, 3, "examplejson_0"), (2, 3, "onnxruntime_0"), (3, 3, "examplejson_1")]
+
+
+class FakeTerminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_terminal_progress_draws_on_a_terminal_only():
+    tty = FakeTerminal()
+    with TerminalProgress(tty, interval=0) as progress:
+        byoc.compile(model(), CFG, progress=progress)
+    text = tty.getvalue()
+    assert "\rcompiling [" in text and "3/3 examplejson_1" in text
+    assert text.endswith("\r")  # the line is erased at the end
+    for quiet in (TerminalProgress(io.StringIO()), TerminalProgress(FakeTerminal(), enabled=False)):
+        with quiet as progress:
+            progress(1, 2, "x")
+        assert quiet.stream.getvalue() == ""
+
+
+def test_quiet_is_accepted_everywhere(files, tmp_path):
+    path, cfg = files
+    for command in (["compile", "-o", tmp_path / "m.byoc"], ["run"], ["compare"]):
+        done = byoc_cli(command[0], path, "-c", cfg, "--quiet", *command[1:])
+        assert done.returncode == 0, done.stderr
+        assert done.stderr == ""
+    assert byoc_cli("compile", path, "-c", cfg, "-q", "-o", tmp_path / "m.byoc").stdout == ""
