@@ -1,0 +1,120 @@
+"""Malformed models: byoc either works or raises a ByocError; never anything else.
+
+The fuzz test mutates small valid models (see ``fuzz_models.py``); the regression tests rebuild,
+in code, each input that once made something other than a ByocError escape.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+
+import byoc
+import numpy as np
+import onnx
+import pytest
+from byoc.testing.build import make_model, node
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from .fuzz_models import BASES, CONFIGS, MUTATIONS, exercise, mutate
+
+OUTCOMES = {"ok", "ModelError", "BackendError", "ArtifactError", "InputError"}
+
+
+@settings(max_examples=90, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(
+    base=st.sampled_from(sorted(BASES)),
+    names=st.lists(st.sampled_from(sorted(MUTATIONS)), min_size=1, max_size=3),
+    seed=st.integers(0, 2**16),
+    to_bytes=st.sampled_from([False] * 5 + [True]),
+)
+def test_mutated_models_work_or_raise_a_byoc_error(base, names, seed, to_bytes):
+    for config in CONFIGS:
+        assert exercise(mutate(base, names, seed, to_bytes), config) in OUTCOMES
+
+
+# -- regressions: each once escaped as something other than a ByocError -----------------------
+
+
+def test_huge_input_dim_is_an_input_error_for_random_inputs():
+    m = make_model([node("Relu", ["x"], "r")], {"x": [2**40, 2**30]}, ["r"])
+    with pytest.raises(byoc.InputError, match=r"too big for random inputs"):
+        byoc.compare(m, {"backends": []})  # was numpy's ValueError: array is too big
+
+
+def test_a_model_onnxruntime_refuses_is_a_model_error_in_compare():
+    m = make_model([node("Add", ["x", "y"], "a")], {"x": [2], "y": [2]}, ["a"])
+    m.graph.input[1].type.tensor_type.elem_type = onnx.TensorProto.FLOAT16
+    with pytest.raises(byoc.ModelError, match="onnxruntime"), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # was onnxruntime's Fail
+        byoc.compare(m, {"backends": ["examplejson"]})
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda t: setattr(t, "data_type", 99), "initializer 'w' has an unknown element type 99"),
+        (lambda t: setattr(t, "raw_data", t.raw_data[:5]), "has 5 bytes of data"),
+    ],
+)
+def test_a_damaged_initializer_is_a_model_error(damage, words):
+    m = make_model([node("Add", ["x", "w"], "a")], {"x": [4]}, ["a"], {"w": np.ones(4, "f4")})
+    damage(m.graph.initializer[0])  # data_type 99 was a KeyError deep in onnx.helper
+    with pytest.raises(byoc.ModelError, match=words):
+        byoc.partition(m, {"backends": ["examplejson"]})
+
+
+@pytest.mark.parametrize("ops", [None, ["Neg"], ["Relu"]])
+def test_dead_code_is_never_run(ops):
+    # A partition or segment of dead nodes had no outputs: examplejson refused its own
+    # artifact ("output names undefined ids []") and onnxruntime "At least one output".
+    m = make_model(
+        [node("Relu", ["x"], "dead"), node("Neg", ["x"], "n"), node("Abs", ["dead"], "dead2")],
+        {"x": [3]},
+        ["n"],
+    )
+    cfg: dict = {"backends": ["examplejson"]}
+    if ops:
+        cfg["backend"] = {"examplejson": {"ops": ops}}
+    compiled = byoc.compile(m, cfg)
+    np.testing.assert_array_equal(compiled.run({"x": np.ones(3, np.float32)})["n"], [-1] * 3)
+    listed = [n for p in compiled.plan.partitions for n in p.nodes] + compiled.plan.fallback_nodes
+    assert sorted(listed) == ["dead", "dead2", "n"]
+
+
+# -- the command line: one line on stderr, exit 0, 1 or 2, in a fresh process ----------------
+
+CLI_CASES = [
+    ("chain", ["rewire"], 3, False),
+    ("conv", ["bad_initializer", "huge_dim"], 347, False),
+    ("conv", ["huge_dim", "duplicate_output"], 9, False),
+    ("chain", ["wrong_dtype", "nameless"], 100, False),
+    ("conv", ["rewire"], 368, False),
+    ("symbolic", ["unknown_domain"], 5, False),
+    ("chain", ["empty_graph"], 1, False),
+    ("chain", [], 4, True),
+]
+
+
+@pytest.mark.parametrize("case", CLI_CASES, ids=lambda c: "-".join([c[0], *c[1]]))
+def test_cli_never_shows_a_traceback(tmp_path, case):
+    base, names, seed, to_bytes = case
+    model = mutate(base, names, seed, to_bytes)
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model if isinstance(model, bytes) else model.SerializeToString())
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text('backends = ["examplejson"]\n')
+    for command in ("partition", "compare"):
+        done = subprocess.run(
+            [sys.executable, "-m", "byoc.cli", command, str(path), "-c", str(cfg)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode in (0, 1, 2), done.stderr
+        assert "Traceback" not in done.stderr, done.stderr
+        if done.returncode == 2:
+            errors = [ln for ln in done.stderr.splitlines() if ln.startswith("byoc: error:")]
+            assert len(errors) == 1, done.stderr
