@@ -52,6 +52,22 @@ def _reduce(fn: Callable[..., np.ndarray]) -> Kernel:
     return kernel
 
 
+def _extreme(fn: Callable[..., np.ndarray], identity: str) -> Callable[..., np.ndarray]:
+    """np.max / np.min that return the identity (-inf / inf, or the int limit) on empty sets."""
+
+    def kernel(x: np.ndarray, **kw: Any) -> np.ndarray:
+        if x.size:
+            return fn(x, **kw)
+        info = np.finfo(x.dtype) if x.dtype.kind == "f" else np.iinfo(x.dtype)
+        if x.dtype.kind == "f":
+            initial = -np.inf if identity == "min" else np.inf
+        else:
+            initial = getattr(info, identity)
+        return fn(x, initial=initial, **kw)
+
+    return kernel
+
+
 def _softmax(x: np.ndarray, *, axis: int = -1, opset: int = 13, log: bool = False) -> np.ndarray:
     shape = x.shape
     if opset < 13:  # older opsets: softmax over the flattened trailing dims
@@ -168,7 +184,8 @@ def _batch_norm(
 
 
 def _flatten(x: np.ndarray, *, axis: int = 1) -> np.ndarray:
-    axis %= x.ndim + 1
+    if axis < 0:  # ONNX: axis in [-rank, rank], negative counts from the end
+        axis += x.ndim
     return x.reshape(int(np.prod(x.shape[:axis])), -1)
 
 
@@ -222,8 +239,8 @@ OPS: dict[str, tuple[str, Kernel]] = {
     "LogSoftmax": ("log_softmax", lambda x, **kw: _softmax(x, log=True, **kw)),
     "ReduceMean": ("reduce_mean", _reduce(np.mean)),
     "ReduceSum": ("reduce_sum", _reduce(np.sum)),
-    "ReduceMax": ("reduce_max", _reduce(np.max)),
-    "ReduceMin": ("reduce_min", _reduce(np.min)),
+    "ReduceMax": ("reduce_max", _reduce(_extreme(np.max, "min"))),
+    "ReduceMin": ("reduce_min", _reduce(_extreme(np.min, "max"))),
     "Concat": ("concat", lambda *xs, axis: np.concatenate(xs, axis=axis)),
     "Split": ("split", _split),
     "Reshape": ("reshape", _reshape),
@@ -232,7 +249,7 @@ OPS: dict[str, tuple[str, Kernel]] = {
     "Squeeze": ("squeeze", _squeeze),
     "Unsqueeze": ("unsqueeze", _unsqueeze),
     "Identity": ("identity", lambda x: x),
-    "Cast": ("cast", lambda x, *, to: x.astype(to)),
+    "Cast": ("cast", lambda x, *, to, saturate=1: x.astype(to)),
     "Gather": ("gather", lambda x, i, axis=0: np.take(x, i, axis=axis)),
     "GlobalAveragePool": (
         "global_average_pool",

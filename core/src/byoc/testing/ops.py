@@ -1,0 +1,254 @@
+"""Small representative ONNX graphs per op type, and graphs built from pattern tables.
+
+``OP_CASES[op_type]`` says how to build one node of that op: its inputs (graph inputs, or
+constants with a fixed value), attributes, number of outputs, opset. ``single_op_model`` makes a
+model of one such node; ``pattern_model`` makes a model that a ``byoc.patterns`` pattern matches,
+from the cases of the ops it names. Used by the conformance suite (``byoc.testing.conformance``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper, numpy_helper
+
+from byoc.patterns import Alt, Const, Op, Pattern, Wildcard
+from byoc.testing.build import IR_VERSION
+
+A = (1, 4, 6, 6)  # the activation every case reads: NCHW, small
+_RNG = np.random.default_rng(7)
+
+
+@dataclass(frozen=True)
+class In:
+    """One input of a case: a graph input of ``shape`` and ``dtype``, or a constant ``value``."""
+
+    shape: tuple[int, ...] = A
+    dtype: Any = np.float32
+    value: Any = None
+    positive: bool = False  # random values in [0.5, 2) instead of standard normal
+
+    def array(self) -> np.ndarray:
+        if self.value is not None:
+            return np.asarray(self.value, dtype=self.dtype)
+        return random_array(self.shape, self.dtype, self.positive)
+
+
+@dataclass(frozen=True)
+class Case:
+    """How to build one representative node of an op type."""
+
+    inputs: tuple[In, ...] = (In(),)
+    attrs: dict[str, Any] = field(default_factory=dict)
+    outputs: int = 1
+    opset: int = 17
+    elementwise: bool = False  # constants next to a computed input broadcast against it
+
+
+def random_array(shape: tuple[int, ...], dtype: Any, positive: bool = False) -> np.ndarray:
+    """Seeded random values: floats normal (or in [0.5, 2)), ints in [0, 4), bools."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        values = _RNG.uniform(0.5, 2.0, shape) if positive else _RNG.standard_normal(shape)
+        return values.astype(dt)
+    if dt.kind in "iu":
+        return _RNG.integers(0, 4, shape).astype(dt)
+    return _RNG.integers(0, 2, shape).astype(bool)
+
+
+def _c(value: Any, dtype: Any = np.float32) -> In:
+    arr = np.asarray(value, dtype=dtype)
+    return In(tuple(arr.shape), dtype, arr)
+
+
+def _w(*shape: int, positive: bool = False) -> In:
+    return _c(random_array(shape, np.float32, positive))
+
+
+_X, _POS = In(), In(positive=True)
+_I64 = np.int64
+_UNARY = ["Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Floor", "Ceil", "Round", "Sin", "Cos"]
+_UNARY += ["Erf", "Identity", "Softplus", "Softsign", "HardSwish", "Sign", "Elu", "Selu"]
+_BINARY = ["Add", "Sub", "Mul", "Max", "Min", "Sum"]
+_COMPARE = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
+_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"]
+
+OP_CASES: dict[str, Case] = {
+    **{op: Case(elementwise=True) for op in _UNARY},
+    "Mish": Case(opset=18),
+    "Gelu": Case(opset=20),
+    "Sqrt": Case((_POS,)),
+    "Log": Case((_POS,)),
+    "Reciprocal": Case((_POS,)),
+    "LeakyRelu": Case(attrs={"alpha": 0.1}),
+    "ThresholdedRelu": Case(attrs={"alpha": 0.5}),
+    "HardSigmoid": Case(attrs={"alpha": 0.3, "beta": 0.4}),
+    "Clip": Case((_X, _c(-0.5), _c(0.5))),
+    **{op: Case((_X, _X), elementwise=True) for op in _BINARY},
+    "Mean": Case((_X, _X, _X), elementwise=True),
+    "Div": Case((_X, _POS), elementwise=True),
+    "Pow": Case((_POS, _c(2.0)), elementwise=True),
+    "PRelu": Case((_X, _w(4, 1, 1))),
+    **{op: Case((_X, _X)) for op in _COMPARE},
+    "Not": Case((In(dtype=bool),)),
+    **{op: Case((In(dtype=bool), In(dtype=bool))) for op in ["And", "Or", "Xor"]},
+    "Where": Case((In(dtype=bool), _X, _X)),
+    "Cast": Case(attrs={"to": onnx.TensorProto.INT32}),
+    "MatMul": Case((In((2, 3, 4)), _w(4, 5))),
+    "Gemm": Case((In((3, 4)), _w(5, 4), _w(5)), attrs={"transB": 1}),
+    "Conv": Case((_X, _w(4, 4, 3, 3), _w(4)), attrs={"pads": [1, 1, 1, 1]}),
+    "ConvTranspose": Case((_X, _w(4, 2, 3, 3), _w(2))),
+    "MaxPool": Case(attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
+    "AveragePool": Case(attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
+    "GlobalAveragePool": Case(),
+    "GlobalMaxPool": Case(),
+    "BatchNormalization": Case((_X, _w(4), _w(4), _w(4), _w(4, positive=True))),
+    "InstanceNormalization": Case((_X, _w(4), _w(4))),
+    "LayerNormalization": Case((In((2, 3, 8)), _w(8), _w(8))),
+    "Softmax": Case(),
+    "LogSoftmax": Case(),
+    **{op: Case((_X, _c([1], _I64)), opset=18) for op in _REDUCE},
+    "ArgMax": Case(attrs={"axis": 1}),
+    "ArgMin": Case(attrs={"axis": 1}),
+    "Concat": Case((_X, _X), attrs={"axis": 1}),
+    "Split": Case(attrs={"axis": 1, "num_outputs": 2}, outputs=2, opset=18),
+    "Reshape": Case((_X, _c([1, -1], _I64))),
+    "Flatten": Case(attrs={"axis": 1}),
+    "Transpose": Case(attrs={"perm": [0, 2, 3, 1]}),
+    "Squeeze": Case((In((1, 4, 1, 6)), _c([2], _I64))),
+    "Unsqueeze": Case((_X, _c([0], _I64))),
+    "Gather": Case((_X, _c([[0, 2], [1, 3]], _I64)), attrs={"axis": 1}),
+    "Slice": Case((_X, _c([1], _I64), _c([3], _I64), _c([1], _I64))),
+    "Pad": Case((_X, _c([0, 0, 1, 1, 0, 0, 1, 1], _I64))),
+    "Expand": Case((_X, _c([2, 4, 6, 6], _I64))),
+    "Tile": Case((_X, _c([1, 1, 2, 1], _I64))),
+    "Shape": Case(),
+    "DepthToSpace": Case(attrs={"blocksize": 2}),
+    "SpaceToDepth": Case(attrs={"blocksize": 2}),
+}
+
+
+Example = tuple[onnx.ModelProto, dict[str, np.ndarray]]  # a model and inputs to run it on
+
+
+def single_op_model(op_type: str, case: Case | None = None) -> Example:
+    """A model of one ``op_type`` node built from its case, and inputs for it."""
+    case = case or OP_CASES[op_type]
+    b = _Builder()
+    names = [b.leaf(spec) for spec in case.inputs]
+    outs = b.add(op_type, names, case)
+    return b.model(outs), b.feeds
+
+
+def pattern_model(pattern: Pattern) -> Example:
+    """A model the pattern matches, built from the cases of its ops, and inputs for it.
+
+    Raises ``LookupError`` naming an op type that has no case.
+    """
+    b = _Builder()
+    out = b.value(pattern, In())
+    return b.model([out]), b.feeds
+
+
+class _Builder:
+    def __init__(self) -> None:
+        self.opset = 17
+        self.nodes: list[onnx.NodeProto] = []
+        self.inputs: list[onnx.ValueInfoProto] = []
+        self.inits: list[onnx.TensorProto] = []
+        self.bound: dict[str, str] = {}
+        self.feeds: dict[str, np.ndarray] = {}
+
+    def _name(self, prefix: str) -> str:
+        return f"{prefix}{len(self.nodes) + len(self.inputs) + len(self.inits)}"
+
+    def leaf(self, spec: In, constant: bool | None = None) -> str:
+        """A graph input (random feed recorded) or an initializer for one input spec."""
+        if constant if constant is not None else spec.value is not None:
+            name = self._name("c")
+            self.inits.append(numpy_helper.from_array(spec.array(), name))
+            return name
+        name = self._name("in")
+        elem = helper.np_dtype_to_tensor_dtype(np.dtype(spec.dtype))
+        self.inputs.append(helper.make_tensor_value_info(name, elem, list(spec.shape)))
+        self.feeds[name] = spec.array()
+        return name
+
+    def add(self, op_type: str, inputs: list[str], case: Case, attrs: Any = None) -> list[str]:
+        outs = [self._name("out") + f"_{k}" for k in range(case.outputs)]
+        self.opset = max(self.opset, case.opset)
+        merged = {**case.attrs, **(attrs or {})}
+        self.nodes.append(
+            helper.make_node(
+                op_type, inputs, outs, name=f"{op_type.lower()}_{len(self.nodes)}", **merged
+            )
+        )
+        return outs
+
+    def value(self, pattern: Pattern, spec: In) -> str:
+        if isinstance(pattern, Alt):
+            return self.value(pattern.options[0], spec)
+        if isinstance(pattern, Wildcard):
+            if pattern.name and pattern.name in self.bound:
+                return self.bound[pattern.name]
+            name = self.leaf(spec)
+            if pattern.name:
+                self.bound[pattern.name] = name
+            return name
+        if isinstance(pattern, Const):
+            return self.leaf(spec, constant=True)
+        assert isinstance(pattern, Op), f"unknown pattern {pattern!r}"
+        op_type = next((t for t in sorted(pattern.op_types) if t in OP_CASES), None)
+        if op_type is None:
+            raise LookupError(f"no case for {' or '.join(sorted(pattern.op_types))}")
+        case = OP_CASES[op_type]
+        subs = pattern.inputs
+        if subs is None:
+            names = [self.leaf(s) for s in case.inputs]
+        else:
+            specs = list(case.inputs) + [In()] * (len(subs) - len(case.inputs))
+            order = sorted(range(len(subs)), key=lambda i: not isinstance(subs[i], Op | Alt))
+            names = [""] * len(subs)
+            for i in order:  # computed inputs first: constants then fit their shapes
+                spec = specs[i]
+                computed = [n for n in names if n]
+                if case.elementwise and computed and not isinstance(subs[i], Op | Alt):
+                    spec = self._broadcast(computed[0], subs[i])
+                names[i] = self.value(subs[i], spec)
+        return self.add(op_type, names, case, pattern.attrs)[0]
+
+    def _broadcast(self, value: str, pattern: Pattern) -> In:
+        shape = self.shape_of(value)
+        if isinstance(pattern, Const) and len(shape) == 4:
+            return In((1, shape[1], 1, 1))
+        if isinstance(pattern, Const) and shape:
+            return In((shape[-1],))
+        return In(tuple(shape))
+
+    def shape_of(self, value: str) -> tuple[int, ...]:
+        inferred = onnx.shape_inference.infer_shapes(self.model([value]), strict_mode=False)
+        for v in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]:
+            if v.name == value:
+                return tuple(d.dim_value for d in v.type.tensor_type.shape.dim)
+        return A
+
+    def model(self, outputs: list[str]) -> onnx.ModelProto:
+        graph = helper.make_graph(
+            self.nodes,
+            "case",
+            self.inputs,
+            [helper.make_empty_tensor_value_info(o) for o in outputs],
+            initializer=self.inits,
+        )
+        model = helper.make_model(
+            graph, opset_imports=[helper.make_opsetid("", self.opset)], ir_version=IR_VERSION
+        )
+        inferred = onnx.shape_inference.infer_shapes(model)
+        known = {v.name: v for v in inferred.graph.value_info}
+        for out in model.graph.output:
+            if out.name in known:
+                out.CopyFrom(known[out.name])
+        return model
