@@ -1,0 +1,366 @@
+"""What the dnnl backend claims: single-op checks and the composite pattern table.
+
+Every check returns ``None`` to accept or a reason (shown by ``byoc explain``). The backend
+handles float32 tensors of static shape only; weights of Conv, ConvTranspose and Gemm must be
+constants (they are reordered once into oneDNN's preferred layout).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+from byoc import NodeView
+from byoc.patterns import Match, Pattern, const, op, wildcard
+
+Check = Callable[[NodeView], str | None]
+
+ELTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Erf")
+BINARY = ("Add", "Sub", "Mul", "Div")
+VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+# A partition without one of these does too little to be worth its boundary reorders.
+COMPUTE = frozenset(
+    {
+        "Conv",
+        "ConvTranspose",
+        "MatMul",
+        "Gemm",
+        "MaxPool",
+        "AveragePool",
+        "GlobalAveragePool",
+        "GlobalMaxPool",
+        "Softmax",
+        "LayerNormalization",
+        "BatchNormalization",
+        "Concat",
+    }
+)
+
+
+def _static_f32(node: NodeView) -> str | None:
+    """Every tensor the node reads or writes is float32 with a known static shape."""
+    for i, name in enumerate(node.inputs):
+        if not name:
+            continue
+        t = node.input_type(i)
+        if t is None or t.dtype is None or t.shape is None:
+            return f"the type of input '{name}' is unknown"
+        if node.op_type in VIEWS and i > 0:
+            continue  # the shape / axes operand of a view is int64
+        if node.op_type == "Clip" and i > 0:
+            if node.const(i) is None:
+                return "Clip bounds must be constants"
+            continue
+        if t.dtype != np.float32:
+            return f"input '{name}' is {t.dtype}; only float32 is supported"
+        if not t.is_static:
+            return f"input '{name}' has a dynamic shape {t}; fix it with [shapes]"
+    for i, name in enumerate(node.outputs):
+        if not name:
+            continue
+        t = node.output_type(i)
+        if t is None or not t.is_static:
+            return f"output '{name}' has no static shape; fix the input shapes with [shapes]"
+        if len(t.shape or ()) > 6 or (len(t.shape or ()) == 0 and node.op_type not in VIEWS):
+            return f"output '{name}' has rank {len(t.shape or ())}; ranks 1 to 6 are supported"
+    return None
+
+
+def _rank(node: NodeView, i: int = 0) -> int:
+    t = node.input_type(i)
+    return len(t.shape) if t is not None and t.shape is not None else -1
+
+
+def _conv(node: NodeView) -> str | None:
+    a = node.attrs
+    if node.const(1) is None:
+        return "the weights are not a constant"
+    if len(node.inputs) > 2 and node.inputs[2] and node.const(2) is None:
+        return "the bias is not a constant"
+    if not 3 <= _rank(node) <= 5:
+        return f"{_rank(node) - 2}-D convolutions are not supported (1-D to 3-D are)"
+    pad = a.get("auto_pad", "NOTSET")
+    if pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        return f"auto_pad={pad!r} is not supported"
+    w = node.const(1)
+    assert w is not None
+    x = node.input_type(0)
+    assert x is not None and x.shape is not None
+    group = int(a.get("group", 1))
+    transposed = node.op_type == "ConvTranspose"
+    in_channels = w.shape[0] if transposed else w.shape[1] * group
+    if group < 1 or x.shape[1] != in_channels or (transposed and w.shape[0] % group):
+        return f"group={group} does not match {x.shape[1]} input channels"
+    if transposed:
+        if pad != "NOTSET":
+            return f"ConvTranspose with auto_pad={pad!r} is not supported"
+        if any(d != 1 for d in a.get("dilations", [])):
+            return "dilated ConvTranspose is not supported"
+        y = node.output_type(0)
+        assert y is not None and y.shape is not None
+        nd = len(x.shape) - 2
+        strides = a.get("strides", [1] * nd)
+        pads = a.get("pads", [0] * 2 * nd)
+        for i in range(nd):
+            end = (x.shape[2 + i] - 1) * strides[i] + w.shape[2 + i] - y.shape[2 + i] - pads[i]
+            if end < 0:
+                return "ConvTranspose output_padding beyond the end padding is not supported"
+    if any(s < 1 for s in a.get("strides", [])) or any(d < 1 for d in a.get("dilations", [])):
+        return "strides and dilations must be >= 1"
+    return None
+
+
+def _matmul(node: NodeView) -> str | None:
+    if _rank(node, 0) < 2 or _rank(node, 1) < 2:
+        return "MatMul of 1-D operands is not supported"
+    return None
+
+
+def _gemm(node: NodeView) -> str | None:
+    a = node.attrs
+    if node.const(1) is None and (a.get("transB", 0) or a.get("alpha", 1.0) != 1.0):
+        return "Gemm with transB or alpha needs a constant B"
+    if a.get("transA", 0):
+        return "Gemm with transA is not supported"
+    if len(node.inputs) > 2 and node.inputs[2] and node.const(2) is None:
+        return "Gemm's C is not a constant"
+    return None
+
+
+def _batchnorm(node: NodeView) -> str | None:
+    if node.attrs.get("training_mode", 0) or len([o for o in node.outputs if o]) > 1:
+        return "only inference-mode BatchNormalization (one output) is supported"
+    if any(node.const(i) is None for i in range(1, 5)):
+        return "scale, bias, mean and var must be constants"
+    if _rank(node) < 2:
+        return "BatchNormalization needs rank >= 2"
+    return None
+
+
+def _binary(node: NodeView) -> str | None:
+    ta, tb, to = node.input_type(0), node.input_type(1), node.output_type(0)
+    assert ta is not None and tb is not None and to is not None
+    a_full, b_full = ta.shape == to.shape, tb.shape == to.shape
+    a_const, b_const = node.const(0) is not None, node.const(1) is not None
+    if a_const and b_const:
+        return "both operands are constants"
+    if not (a_full or b_full):
+        return "neither operand has the output's shape (two-sided broadcast)"
+    if node.op_type == "Div" and not a_full:
+        return "Div with a broadcast numerator is not supported"
+    return None
+
+
+def _pool(node: NodeView) -> str | None:
+    a = node.attrs
+    if not 3 <= _rank(node) <= 5:
+        return "pooling needs rank 3 to 5"
+    if len([o for o in node.outputs if o]) > 1:
+        return "MaxPool with an Indices output is not supported"
+    if a.get("storage_order", 0):
+        return "storage_order=1 is not supported"
+    pad = a.get("auto_pad", "NOTSET")
+    if pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        return f"auto_pad={pad!r} is not supported"
+    if node.op_type == "AveragePool" and a.get("ceil_mode", 0) and a.get("count_include_pad", 0):
+        return "AveragePool with ceil_mode and count_include_pad is not supported"
+    if node.op_type == "AveragePool" and any(d != 1 for d in a.get("dilations", [])):
+        return "dilated AveragePool is not supported"
+    return None
+
+
+def _global_pool(node: NodeView) -> str | None:
+    return None if 3 <= _rank(node) <= 5 else "global pooling needs rank 3 to 5"
+
+
+def _layernorm(node: NodeView) -> str | None:
+    rank = _rank(node)
+    axis = node.attrs.get("axis", -1)
+    if axis not in (-1, rank - 1):
+        return f"LayerNormalization over axis {axis} is not supported (only the last axis)"
+    if len([o for o in node.outputs if o]) > 1:
+        return "LayerNormalization with Mean/InvStdDev outputs is not supported"
+    for i in (1, 2):
+        if i < len(node.inputs) and node.inputs[i] and node.const(i) is None:
+            return "scale and bias must be constants"
+    return None
+
+
+def _concat(node: NodeView) -> str | None:
+    return None if _rank(node) >= 1 else "Concat of scalars is not supported"
+
+
+def _view(node: NodeView) -> str | None:
+    operand = node.inputs[1] if len(node.inputs) > 1 else ""
+    if node.op_type in ("Reshape", "Squeeze", "Unsqueeze") and operand and node.const(1) is None:
+        return "the shape/axes operand is not a constant"
+    return None
+
+
+def _ok(node: NodeView) -> str | None:
+    return None
+
+
+_CHECKS: dict[str, Check] = {
+    "Conv": _conv,
+    "ConvTranspose": _conv,
+    "MatMul": _matmul,
+    "Gemm": _gemm,
+    "BatchNormalization": _batchnorm,
+    **{t: _ok for t in ELTWISE},
+    **{t: _binary for t in BINARY},
+    "MaxPool": _pool,
+    "AveragePool": _pool,
+    "GlobalAveragePool": _global_pool,
+    "GlobalMaxPool": _global_pool,
+    "Softmax": _ok,
+    "LayerNormalization": _layernorm,
+    "Concat": _concat,
+    **{t: _view for t in VIEWS},
+}
+
+
+def _with_types(check: Check) -> Check:
+    def run(node: NodeView) -> str | None:
+        return _static_f32(node) or check(node)
+
+    run.__doc__ = check.__doc__
+    return run
+
+
+def supported_ops(config: Mapping[str, Any]) -> dict[str, Check]:
+    """The single ops the backend claims, each with its check."""
+    return {op_type: _with_types(check) for op_type, check in _CHECKS.items()}
+
+
+# -- composite patterns ---------------------------------------------------------------------
+
+
+def _scalar(match: Match, op_type: str, index: int, value: float) -> bool:
+    for node in match.by_op(op_type):
+        for i in range(len(node.inputs)):
+            c = node.const(i)
+            hit = c is not None and c.size == 1 and (index < 0 or i == index)
+            if hit and abs(float(c.reshape(())) - value) < 1e-6:
+                return True
+    return False
+
+
+def _members_ok(match: Match) -> str | None:
+    """Every member passes its own single-op check (types, attributes)."""
+    checks = supported_ops({})
+    for node in match.nodes:
+        reason = checks[node.op_type](node) if node.op_type in checks else "not supported"
+        if reason:
+            return f"{node.name}: {reason}"
+    return None
+
+
+def _one_source(match: Match) -> str | None:
+    """An activation idiom reads one value: the match has a single non-constant input."""
+    produced = {o for n in match.nodes for o in n.outputs}
+    outside = {
+        name
+        for n in match.nodes
+        for i, name in enumerate(n.inputs)
+        if name and name not in produced and n.const(i) is None
+    }
+    if len(outside) != 1:
+        return "the activation does not read the value it scales"
+    return _members_ok(match)
+
+
+def _hardswish_check(match: Match) -> str | None:
+    """x * clip(x + 3, 0, 6) / 6."""
+    if not (_scalar(match, "Add", -1, 3.0) and _scalar(match, "Div", 1, 6.0)):
+        return "not x * clip(x + 3, 0, 6) / 6"
+    clip = match.by_op("Clip")[0]
+    lo, hi = clip.const(1), clip.const(2)
+    if lo is None or hi is None or float(lo) != 0.0 or float(hi) != 6.0:
+        return "Clip bounds are not 0 and 6"
+    return _one_source(match)
+
+
+def _gelu_check(match: Match) -> str | None:
+    """0.5 * x * (1 + erf(x / sqrt(2)))."""
+    scaled = _scalar(match, "Div", 1, float(np.sqrt(2.0))) or _scalar(
+        match, "Mul", -1, float(1 / np.sqrt(2.0))
+    )
+    if not (scaled and _scalar(match, "Add", -1, 1.0) and _scalar(match, "Mul", -1, 0.5)):
+        return "not 0.5 * x * (1 + erf(x / sqrt(2)))"
+    return _one_source(match)
+
+
+def _hardswish(x: Pattern, again: Pattern | None = None) -> Pattern:
+    """``x * clip(x + 3, 0, 6) / 6``; ``again`` is the second use of x (``_one_source`` checks
+    an unnamed one is x)."""
+    again = again or wildcard()
+    clip = op("Clip", op("Add", again, const(), commutative=True), const(), const())
+    return op("Div", op("Mul", x, clip, commutative=True), const())
+
+
+def _swish(x: Pattern, again: Pattern | None = None) -> Pattern:
+    return op("Mul", x, op("Sigmoid", again or wildcard()), commutative=True)
+
+
+def _gelu(x: Pattern) -> Pattern:
+    """``0.5 * x * (1 + erf(x / sqrt(2)))`` in its two usual spellings; x is a named wildcard."""
+    inner = op("Div", x, const()) | op("Mul", x, const(), commutative=True)
+    erf1 = op("Add", op("Erf", inner), const(), commutative=True)
+    form_a = op("Mul", op("Mul", x, erf1, commutative=True), const(), commutative=True)
+    form_b = op("Mul", op("Mul", x, const(), commutative=True), erf1, commutative=True)
+    return form_a | form_b
+
+
+def _conv_check(match: Match) -> str | None:
+    return _members_ok(match)
+
+
+def _residual_check(match: Match) -> str | None:
+    """The residual operand of the sum is a computed tensor of the conv's output shape."""
+    add = match.by_op("Add")[-1]
+    for i in range(2):
+        t, out = add.input_type(i), add.output_type(0)
+        if add.const(i) is not None or t is None or out is None or t.shape != out.shape:
+            return "the residual operand is a constant or is broadcast"
+    return _members_ok(match)
+
+
+def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
+    """Composite patterns, most specific first, like TVM's ``dnnl.py``.
+
+    Activations spelled out in basic ops (HardSwish as ``x*clip(x+3,0,6)/6``, Swish as
+    ``x*sigmoid(x)``, GELU with Erf) become one oneDNN eltwise, fused as a post-op into the
+    convolution or matmul in front of them.
+    """
+    x = wildcard("x")
+    conv = op("Conv", wildcard(), const()) | op("Conv", wildcard(), const(), const())
+    bn = op("BatchNormalization", conv, const(), const(), const(), const())
+    conv_bias = op("Add", conv, const(), commutative=True)
+    act_ops = {"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu"}
+    residual = op("Add", conv | bn | conv_bias, wildcard(), commutative=True)
+    matmul = op("MatMul", wildcard(), const())
+    matmul_bias = op("Add", matmul, const(), commutative=True)
+    return [
+        ("dnnl.conv2d_bias_sum_relu", op("Relu", residual), _residual_check),
+        ("dnnl.conv2d_bias_sum", residual, _residual_check),
+        ("dnnl.conv2d_bn_hardswish", _hardswish(bn), _hardswish_check),
+        ("dnnl.conv2d_bias_hardswish", _hardswish(conv_bias | conv), _hardswish_check),
+        ("dnnl.conv2d_bn_swish", _swish(bn), _one_source),
+        ("dnnl.conv2d_bias_swish", _swish(conv_bias | conv), _one_source),
+        ("dnnl.conv2d_bn_relu", op(act_ops, bn), _conv_check),
+        ("dnnl.conv2d_bn", bn, _conv_check),
+        ("dnnl.conv2d_bias_relu", op(act_ops, conv_bias | conv), _conv_check),
+        ("dnnl.conv2d_bias", conv_bias, _conv_check),
+        (
+            "dnnl.deconv2d_bias_relu",
+            op(act_ops, op("ConvTranspose", wildcard(), const(), const())),
+            _conv_check,
+        ),
+        ("dnnl.dense_bias_relu", op(act_ops, matmul_bias), _conv_check),
+        ("dnnl.dense_bias", matmul_bias, _conv_check),
+        ("dnnl.gelu", _gelu(x), _gelu_check),
+        ("dnnl.hardswish", _hardswish(x, x), _hardswish_check),
+        ("dnnl.swish", _swish(x, x), _one_source),
+    ]

@@ -1,0 +1,157 @@
+"""The dnnl backend's hooks: registration, annotation, codegen, runtime, serialization."""
+
+from __future__ import annotations
+
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import byoc
+import numpy as np
+from byoc import ArtifactError, ConfigError, NodeView, Partition
+
+from byoc_dnnl import annotate, native
+from byoc_dnnl.codegen import Artifact, codegen
+from byoc_dnnl.runtime import Runtime, validate
+
+NAME = "dnnl"
+VERSION = "0.1.0"
+MAGIC = b"BYOCDNNL"
+_FORMAT_VERSION = 1
+FPMATH = ("strict", "bf16")
+
+
+def _available() -> str | None:
+    return native.unavailable_reason()
+
+
+def _prune(nodes: list[NodeView]) -> str | None:
+    if not any(n.op_type in annotate.COMPUTE for n in nodes):
+        return "no compute-heavy op (only elementwise ops and reshapes): onnxruntime does these"
+    return None
+
+
+def _check_config(config: Mapping[str, Any]) -> None:
+    if config.get("fpmath", "strict") not in FPMATH:
+        raise ConfigError(
+            f"[backend.dnnl] fpmath must be one of {', '.join(FPMATH)}, got {config['fpmath']!r}"
+        )
+    if int(config.get("threads", 0)) < 0:
+        raise ConfigError(f"[backend.dnnl] threads must be >= 0, got {config['threads']}")
+
+
+@byoc.hookimpl
+def byoc_register_backends(register: Any) -> None:
+    register(
+        NAME,
+        version=VERSION,
+        available=_available,
+        options={
+            "threads": (int, 0, "oneDNN (OpenMP) threads per run; 0: one per core"),
+            "fpmath": (
+                str,
+                "strict",
+                "strict: float32 math; bf16: let convolutions and "
+                "matmuls compute in bfloat16 (faster, less exact)",
+            ),
+        },
+        priority=30,
+        prune=_prune,
+        fallback_defaults={"allow_spinning": False},
+        description="oneDNN: fused conv/matmul kernels in blocked layouts (TVM's DNNL BYOC)",
+    )
+
+
+@byoc.hookimpl
+def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
+    return annotate.supported_ops(config) if backend == NAME else None
+
+
+@byoc.hookimpl
+def byoc_pattern_table(backend: str, config: Mapping[str, Any]) -> list[Any] | None:
+    return annotate.pattern_table(config) if backend == NAME else None
+
+
+@byoc.hookimpl
+def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Artifact | None:
+    if backend != NAME:
+        return None
+    _check_config(config)
+    return codegen(partition)
+
+
+@byoc.hookimpl
+def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, Any]) -> Any:
+    if backend != NAME:
+        return None
+    _check_config(config)
+    return Runtime(artifact, config)
+
+
+# -- serialization ----------------------------------------------------------------------------
+# MAGIC | u32 format version | u64 n + JSON graph | u64 n + JSON weight index | u64 n + float32s
+
+
+@byoc.hookimpl
+def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
+    if backend != NAME:
+        return None
+    index: dict[str, list[int]] = {}
+    blobs = []
+    offset = 0
+    for name, value in artifact.weights.items():
+        data = np.ascontiguousarray(value, dtype="<f4").tobytes()
+        index[name] = [offset, len(data) // 4]
+        blobs.append(data)
+        offset += len(data)
+    parts = [artifact.source.encode(), json.dumps(index).encode(), b"".join(blobs)]
+    out = [MAGIC, struct.pack("<I", _FORMAT_VERSION)]
+    for part in parts:
+        out += [struct.pack("<Q", len(part)), part]
+    return b"".join(out)
+
+
+@byoc.hookimpl
+def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
+    if backend != NAME:
+        return None
+    view = memoryview(bytes(data))
+    if bytes(view[:8]) != MAGIC:
+        raise ArtifactError("dnnl artifact: bad magic (not written by byoc-dnnl)")
+    if len(view) < 12 or struct.unpack("<I", view[8:12])[0] != _FORMAT_VERSION:
+        raise ArtifactError("dnnl artifact: unknown format version")
+    parts = []
+    at = 12
+    for what in ("graph", "weight index", "weights"):
+        if at + 8 > len(view):
+            raise ArtifactError(f"dnnl artifact: truncated before the {what}")
+        (n,) = struct.unpack("<Q", view[at : at + 8])
+        at += 8
+        if n > len(view) - at:
+            raise ArtifactError(f"dnnl artifact: the {what} is truncated")
+        parts.append(view[at : at + n])
+        at += n
+    if at != len(view):
+        raise ArtifactError(f"dnnl artifact: {len(view) - at} trailing bytes")
+    try:
+        source = bytes(parts[0]).decode()
+        graph = json.loads(source)
+        index = json.loads(bytes(parts[1]).decode())
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise ArtifactError(f"dnnl artifact: damaged JSON: {exc}") from None
+    blob = parts[2]
+    if not isinstance(index, dict):
+        raise ArtifactError("dnnl artifact: the weight index is not an object")
+    weights: dict[str, np.ndarray] = {}
+    for name, entry in index.items():
+        ok = (
+            isinstance(entry, list)
+            and len(entry) == 2
+            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in entry)
+        )
+        if not ok or entry[0] % 4 or entry[0] + 4 * entry[1] > len(blob):
+            raise ArtifactError(f"dnnl artifact: weight {name!r} lies outside the data")
+        weights[name] = np.frombuffer(blob, "<f4", entry[1], entry[0]).astype(np.float32)
+    validate(graph, weights)
+    return Artifact(source, weights)

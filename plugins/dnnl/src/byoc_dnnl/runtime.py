@@ -1,0 +1,295 @@
+"""The DNNL JSON runtime: a validated JSON graph becomes one native oneDNN net.
+
+``Runtime.run`` checks the inputs (count, dtype, shape; copies non-contiguous arrays) before any
+native call, then runs the whole partition in one C call with the GIL released. The native net
+hands each concurrent call its own buffers, so ``run`` is reentrant and thread-safe.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from byoc import ArtifactError, InputError
+
+from byoc_dnnl import native
+from byoc_dnnl.codegen import BINARY_ALGS, ELTWISE_ALGS, FORMAT, KINDS, POOL_ALGS, Artifact
+
+_OP_IDS = {kind: i + 1 for i, kind in enumerate(KINDS)}  # shim.cpp's OpKind
+_POST_IDS = {"eltwise": 1, "sum": 2, "binary": 3}
+_MAX_ELEMENTS = 1 << 34
+SMALL_KERNEL_FLOPS = 1e6
+
+
+def _bad(msg: str) -> ArtifactError:
+    return ArtifactError(f"dnnl artifact: {msg}")
+
+
+def _ints(value: Any, what: str, n: int | None = None, lo: int = 0) -> list[int]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise _bad(f"{what} must be a list of integers, got {value!r:.80}")
+    if n is not None and len(value) != n:
+        raise _bad(f"{what} must have {n} entries, got {len(value)}")
+    if any(v < lo or v > 1 << 31 for v in value):
+        raise _bad(f"{what} has a value out of range: {value}")
+    return value
+
+
+def _number(value: Any, what: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise _bad(f"{what} must be a finite number, got {value!r:.40}")
+    return float(value)
+
+
+def validate(graph: Any, weights: Mapping[str, np.ndarray]) -> None:
+    """Check a JSON graph's structure; raise ArtifactError saying what is wrong.
+
+    The native side checks the shapes each oneDNN primitive needs; this checks everything that
+    would make it read memory it does not own: references, shapes, constant sizes.
+    """
+    if not isinstance(graph, dict) or graph.get("format") != FORMAT:
+        raise _bad(f"not a {FORMAT} graph")
+    nodes = graph.get("nodes")
+    if not isinstance(nodes, list) or not nodes:
+        raise _bad("'nodes' must be a non-empty list")
+    for i, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            raise _bad(f"node {i} is not an object")
+        shape = _ints(node.get("shape"), f"node {i} shape", lo=1)
+        if not 1 <= len(shape) <= 6 or math.prod(shape) > _MAX_ELEMENTS:
+            raise _bad(f"node {i} has an unsupported shape {shape}")
+        op = node.get("op")
+        if op == "const":
+            value = weights.get(node.get("name"))  # type: ignore[arg-type]
+            if value is None:
+                raise _bad(f"node {i}: constant {node.get('name')!r} has no weights")
+            if value.dtype != np.float32 or value.size != math.prod(shape):
+                raise _bad(
+                    f"node {i}: constant {node.get('name')!r} does not have "
+                    f"{math.prod(shape)} float32 values"
+                )
+        elif op == "kernel":
+            _validate_kernel(i, node)
+        elif op != "input":
+            raise _bad(f"node {i} has unknown op {op!r}")
+    args = _ints(graph.get("arg_nodes"), "arg_nodes")
+    heads = _ints(graph.get("heads"), "heads")
+    if any(a >= len(nodes) or nodes[a].get("op") != "input" for a in args):
+        raise _bad("arg_nodes must name input nodes")
+    if sorted(args) != [i for i, n in enumerate(nodes) if n.get("op") == "input"]:
+        raise _bad("arg_nodes must list every input node once")
+    if not heads or any(h >= len(nodes) or nodes[h].get("op") != "kernel" for h in heads):
+        raise _bad("heads must name kernel nodes")
+    if len(set(heads)) != len(heads):
+        raise _bad("heads names a node twice")
+
+
+def _validate_kernel(i: int, node: dict[str, Any]) -> None:
+    kind = node.get("kind")
+    if kind not in _OP_IDS:
+        raise _bad(f"node {i} has unknown kernel kind {kind!r}")
+    inputs = node.get("inputs")
+    if not isinstance(inputs, list) or not all(isinstance(v, int) for v in inputs):
+        raise _bad(f"node {i}: inputs must be a list of node ids")
+    if any(v < -1 or v >= i for v in inputs):
+        raise _bad(f"node {i} reads a node that does not come before it")
+    attrs = node.get("attrs")
+    if not isinstance(attrs, dict):
+        raise _bad(f"node {i}: attrs must be an object")
+    posts = node.get("post_ops", [])
+    if not isinstance(posts, list) or len(posts) > 16:
+        raise _bad(f"node {i}: post_ops must be a list (at most 16)")
+    for p in posts:
+        if not isinstance(p, dict) or p.get("kind") not in _POST_IDS:
+            raise _bad(f"node {i}: bad post-op {p!r:.80}")
+        if p["kind"] != "eltwise" and (
+            not isinstance(p.get("input"), int) or not 0 <= p["input"] < i
+        ):
+            raise _bad(f"node {i}: a post-op reads a node that does not come before it")
+        if p["kind"] == "eltwise" and p.get("alg") not in ELTWISE_ALGS:
+            raise _bad(f"node {i}: unknown eltwise algorithm {p.get('alg')!r}")
+        if p["kind"] == "binary" and p.get("alg") not in BINARY_ALGS:
+            raise _bad(f"node {i}: unknown binary algorithm {p.get('alg')!r}")
+
+
+class Runtime:
+    """A partition's native oneDNN net; ``run`` is reentrant and thread-safe."""
+
+    def __init__(self, artifact: Artifact, config: Mapping[str, Any]) -> None:
+        try:
+            graph = artifact.graph
+        except ValueError as exc:
+            raise _bad(f"the JSON graph does not parse: {exc}") from None
+        validate(graph, artifact.weights)
+        self.symbol = str(graph.get("symbol", "dnnl"))
+        self.threads = int(config.get("threads", 0) or 0) or _auto_threads(graph)
+        lib = native.lib()
+        self._lib = lib
+        err = native.ffi.new("char[]", 512)
+        net = lib.bd_create(1 if config.get("fpmath", "strict") == "bf16" else 0, err, 512)
+        if net == native.ffi.NULL:
+            raise _bad(native.ffi.string(err).decode())
+        self._net = native.ffi.gc(net, lib.bd_destroy)
+        self._keep: list[Any] = []
+        nodes = graph["nodes"]
+        ids: dict[int, int] = {}
+        for i in graph["arg_nodes"]:  # inputs first, in signature order
+            dims = native.ffi.new("int64_t[]", nodes[i]["shape"])
+            ids[i] = lib.bd_tensor(self._net, len(nodes[i]["shape"]), dims)
+            self._check(ids[i], f"input node {i}")
+            self._check(lib.bd_input(self._net, ids[i]), f"input node {i}")
+        for i, node in enumerate(nodes):
+            if node["op"] != "input":
+                ids[i] = self._add(i, node, ids, artifact.weights)
+        for h in graph["heads"]:
+            self._check(lib.bd_output(self._net, ids[h]), f"head {h}")
+        self._check(lib.bd_finalize(self._net, self.threads), "finalize")
+        self.inputs = [tuple(nodes[i]["shape"]) for i in graph["arg_nodes"]]
+        self.outputs = [tuple(nodes[h]["shape"]) for h in graph["heads"]]
+        self.arena_bytes = int(lib.bd_arena_bytes(self._net))
+        self._lock = threading.Lock()
+
+    def _check(self, status: int, where: str) -> None:
+        if status < 0:
+            msg = native.ffi.string(self._lib.bd_error(self._net)).decode(errors="replace")
+            raise _bad(f"{self.symbol}: {where}: oneDNN refused it: {msg}")
+
+    def _add(
+        self, i: int, node: dict[str, Any], ids: dict[int, int], weights: Mapping[str, np.ndarray]
+    ) -> int:
+        ffi, lib = native.ffi, self._lib
+        dims = ffi.new("int64_t[]", node["shape"])
+        if node["op"] == "const":
+            data = np.ascontiguousarray(weights[node["name"]], dtype=np.float32)
+            values = ffi.from_buffer("float[]", data)
+            tid = lib.bd_const(self._net, len(node["shape"]), dims, values)
+            self._check(tid, f"node {i}")
+            return int(tid)
+        tid = lib.bd_tensor(self._net, len(node["shape"]), dims)
+        self._check(tid, f"node {i}")
+        ins = [ids[v] if v >= 0 else -1 for v in node["inputs"]]
+        ip, fp = _params(i, node, ids)
+        status = lib.bd_op(
+            self._net,
+            _OP_IDS[node["kind"]],
+            len(ins),
+            ffi.new("int[]", ins),
+            tid,
+            len(ip),
+            ffi.new("int64_t[]", ip),
+            len(fp),
+            ffi.new("float[]", fp),
+        )
+        self._check(status, f"node {i} ({node.get('name')}, {node['kind']})")
+        return int(tid)
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run the partition: arrays in signature order -> arrays in signature order."""
+        return self._run(inputs, native.ffi.NULL)
+
+    def profile(self, inputs: Sequence[np.ndarray]) -> list[tuple[int, float]]:
+        """Run once, timing each native step: ``[(kernel index or -1, seconds)]``.
+
+        The kernel index counts the graph's kernel nodes in order; -1 marks the reorders
+        into the caller's output arrays.
+        """
+        steps = int(self._lib.bd_steps(self._net))
+        times = native.ffi.new("double[]", max(steps, 1))
+        self._run(inputs, times)
+        return [(int(self._lib.bd_step_op(self._net, i)), times[i]) for i in range(steps)]
+
+    def _run(self, inputs: Sequence[np.ndarray], times: Any) -> list[np.ndarray]:
+        if len(inputs) != len(self.inputs):
+            raise InputError(
+                f"{self.symbol}: expected {len(self.inputs)} inputs, got {len(inputs)}"
+            )
+        args = []
+        for k, (value, shape) in enumerate(zip(inputs, self.inputs, strict=True)):
+            if not isinstance(value, np.ndarray) or value.dtype != np.float32:
+                got = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+                raise InputError(f"{self.symbol}: input {k} is {got}, expected float32")
+            if value.shape != shape:
+                raise InputError(
+                    f"{self.symbol}: input {k} has shape {value.shape}, expected {shape}"
+                )
+            args.append(np.ascontiguousarray(value))
+        outs = [np.empty(s, np.float32) for s in self.outputs]
+        ffi = native.ffi
+        ins_p = ffi.new("void *[]", [ffi.from_buffer(a) for a in args])
+        outs_p = ffi.new("void *[]", [ffi.from_buffer(o) for o in outs])
+        err = ffi.new("char[]", 512)
+        status = self._lib.bd_run(self._net, self.threads, ins_p, outs_p, times, err, 512)
+        if status < 0:
+            raise RuntimeError(f"{self.symbol}: oneDNN failed: {ffi.string(err).decode()}")
+        return outs
+
+
+def _auto_threads(graph: dict[str, Any]) -> int:
+    """One thread per core, or one thread when the kernels are too small to share.
+
+    Each oneDNN primitive is one OpenMP parallel region; below about a MFLOP per kernel the
+    barrier costs more than the second core gives (and far more on a busy machine).
+    """
+    nodes = graph["nodes"]
+    kernels = [n for n in nodes if n["op"] == "kernel"]
+    work = 0.0
+    for n in kernels:
+        if n["kind"] in ("conv", "deconv", "matmul") and len(n["inputs"]) > 1:
+            w = n["inputs"][1]
+            if 0 <= w < len(nodes):
+                k = math.prod(nodes[w]["shape"][-(len(n["shape"]) - 1) :])
+                work += 2.0 * math.prod(n["shape"]) * k
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return 1 if work < SMALL_KERNEL_FLOPS * max(1, len(kernels)) else max(1, cores or 1)
+
+
+def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int], list[float]]:
+    """The shim's integer and float parameters of a kernel node (see shim.cpp)."""
+    a, kind = node["attrs"], node["kind"]
+    fused = kind in ("conv", "deconv", "matmul", "binary")
+    if node["post_ops"] and not fused:
+        raise _bad(f"node {i}: a {kind} kernel takes no post-ops")
+    ip: list[int] = [len(node["post_ops"])] if fused else []
+    fp: list[float] = []
+    for p in node["post_ops"]:
+        alg = {"eltwise": ELTWISE_ALGS, "binary": BINARY_ALGS}.get(p["kind"], {}).get(
+            p.get("alg"), 0
+        )
+        ip += [_POST_IDS[p["kind"]], alg, ids[p["input"]] if "input" in p else -1]
+        fp += [
+            _number(p.get("alpha", 0.0), f"node {i} alpha"),
+            _number(p.get("beta", 0.0), f"node {i} beta"),
+        ]
+    nd = len(node["shape"]) - 2
+    try:
+        if kind in ("conv", "deconv"):
+            ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
+            ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
+        elif kind == "pool":
+            if a["alg"] not in POOL_ALGS:
+                raise _bad(f"node {i}: unknown pooling {a['alg']!r}")
+            ip += [POOL_ALGS[a["alg"]], *_ints(a["kernel"], "kernel", nd, 1)]
+            ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
+            ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
+        elif kind == "binary":
+            if a["alg"] not in BINARY_ALGS:
+                raise _bad(f"node {i}: unknown binary algorithm {a['alg']!r}")
+            ip.append(BINARY_ALGS[a["alg"]])
+        elif kind == "eltwise":
+            if a["alg"] not in ELTWISE_ALGS:
+                raise _bad(f"node {i}: unknown eltwise algorithm {a['alg']!r}")
+            ip = [ELTWISE_ALGS[a["alg"]]]
+            fp = [_number(a["alpha"], "alpha"), _number(a["beta"], "beta")]
+        elif kind in ("softmax", "concat"):
+            ip = _ints([a["axis"]], "axis")
+        elif kind in ("layernorm", "batchnorm"):
+            fp = [_number(a["epsilon"], "epsilon")]
+    except (KeyError, TypeError) as exc:
+        raise _bad(f"node {i} ({kind}) lacks attribute {exc}") from None
+    return ip, fp

@@ -1,0 +1,907 @@
+// byoc-dnnl native runtime: a whole partition as one oneDNN "net", run in one C call.
+//
+// Only this file sees oneDNN's enums and types (compiled against the installed dnnl.hpp); Python
+// talks to it through the small extern "C" API at the bottom, declared again in native.py.
+//
+// A net is built op by op (tensors are ids, ops reference them), then finalized: primitives
+// are created once with format_tag::any where oneDNN may pick its blocked layouts, constant
+// weights are reordered once, reorders are inserted only where a consumer wants another
+// layout, and an arena plan (buffer reuse by lifetime + one shared user scratchpad) is computed.
+// A run borrows an arena from a pool (or makes one), so concurrent runs never share buffers.
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+using namespace dnnl;
+using dims_t = memory::dims;
+using tag = memory::format_tag;
+using dt = memory::data_type;
+
+namespace {
+
+enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
+enum OpKind {
+    OP_CONV = 1, OP_DECONV, OP_MATMUL, OP_BINARY, OP_ELTWISE, OP_POOL, OP_SOFTMAX, OP_LAYERNORM,
+    OP_BATCHNORM, OP_CONCAT, OP_ERF, OP_VIEW
+};
+enum PostKind { PO_ELTWISE = 1, PO_SUM = 2, PO_BINARY = 3 };
+
+struct Value {
+    dims_t dims;
+    memory::desc md;
+    bool has_md = false;
+    int kind = INTERNAL;
+    int io_index = -1;
+    int alias_of = -1;      // views share their root's storage
+    bool defined = false;   // written by an input, a constant or an earlier op
+    std::shared_ptr<char> data;  // constants: owned, aligned storage
+    size_t offset = 0;      // internal roots: offset in the arena
+    int first = -1, last = -1;
+};
+
+struct Step {
+    primitive prim;
+    std::vector<std::pair<int, int>> args;  // (DNNL_ARG_*, value id)
+    bool has_prim = false;
+    int custom = 0;  // OP_ERF
+    int a = -1, b = -1;
+    int op = -1;     // the op (bd_op call) this step belongs to; -1: an output reorder
+};
+
+struct Op {
+    int kind;
+    std::vector<int> ins;
+    int out;
+    std::vector<int64_t> ip;
+    std::vector<float> fp;
+};
+
+struct Arena {
+    char *buf = nullptr;
+    std::vector<memory> mems;
+    std::vector<std::unordered_map<int, memory>> args;
+    stream strm;
+    ~Arena() { std::free(buf); }
+};
+
+struct Net {
+    engine eng{engine::kind::cpu, 0};
+    bool bf16 = false;
+    std::vector<Value> values;
+    std::vector<Op> ops;
+    std::vector<int> inputs, outputs;
+    std::vector<Step> steps;
+    int current_op = 0;
+    std::vector<std::pair<int, memory::desc>> conv_key;
+    std::vector<int> conv_val;
+    size_t arena_size = 0, scratch_size = 0;
+    bool finalized = false;
+    std::mutex lock;
+    std::vector<std::unique_ptr<Arena>> pool;
+    std::string error;
+};
+
+[[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
+
+memory::desc plain(const dims_t &d) {
+    dims_t strides(d.size());
+    int64_t s = 1;
+    for (int i = (int)d.size() - 1; i >= 0; --i) {
+        strides[i] = s;
+        s *= d[i];
+    }
+    return memory::desc(d, dt::f32, strides);
+}
+
+memory::desc any(const dims_t &d) { return memory::desc(d, dt::f32, tag::any); }
+
+int root(const Net &n, int v) {
+    while (n.values[v].alias_of >= 0) v = n.values[v].alias_of;
+    return v;
+}
+
+int new_value(Net &n, const dims_t &d, const memory::desc &md) {
+    Value v;
+    v.dims = d;
+    v.md = md;
+    v.has_md = true;
+    v.defined = true;
+    n.values.push_back(v);
+    return (int)n.values.size() - 1;
+}
+
+void check_value(const Net &n, int v, const char *what) {
+    if (v < 0 || v >= (int)n.values.size()) fail(std::string(what) + ": no such tensor");
+    if (!n.values[v].has_md) fail(std::string(what) + ": tensor is read before it is written");
+}
+
+// A constant converted once, at finalize time.
+int reorder_const(Net &n, int v, const memory::desc &want) {
+    int out = new_value(n, n.values[v].dims, want);
+    Value &o = n.values[out];
+    o.kind = CONST;
+    size_t size = std::max<size_t>(want.get_size(), 64);
+    o.data = std::shared_ptr<char>((char *)std::aligned_alloc(64, (size + 63) / 64 * 64), std::free);
+    if (!o.data) fail("out of memory reordering a constant");
+    std::memset(o.data.get(), 0, size);
+    const Value &src = n.values[root(n, v)];
+    memory from(n.values[v].md, n.eng, src.data.get());
+    memory to(want, n.eng, o.data.get());
+    stream s(n.eng);
+    reorder(from, to).execute(s, from, to);
+    s.wait();
+    return out;
+}
+
+// The value `v` in layout `want`: itself, or a reordered copy (made once per layout).
+int ensure_md(Net &n, int v, const memory::desc &want) {
+    if (n.values[v].md == want) return v;
+    for (size_t i = 0; i < n.conv_key.size(); ++i)
+        if (n.conv_key[i].first == v && n.conv_key[i].second == want) return n.conv_val[i];
+    int out;
+    if (n.values[root(n, v)].kind == CONST) {
+        out = reorder_const(n, v, want);
+    } else {
+        out = new_value(n, n.values[v].dims, want);
+        Step s;
+        s.prim = reorder(reorder::primitive_desc(n.eng, n.values[v].md, n.eng, want));
+        s.has_prim = true;
+        s.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, out}};
+        n.steps.push_back(s);
+    }
+    n.conv_key.push_back({v, want});
+    n.conv_val.push_back(out);
+    return out;
+}
+
+int ensure_plain(Net &n, int v) { return ensure_md(n, v, plain(n.values[v].dims)); }
+
+bool is_plain(const Net &n, int v) { return n.values[v].md == plain(n.values[v].dims); }
+
+void set_out(Net &n, int out, const memory::desc &md) {
+    Value &o = n.values[out];
+    if (o.dims != md.get_dims()) fail("the output shape does not match what oneDNN computes");
+    o.md = md;
+    o.has_md = true;
+}
+
+void push(Net &n, const primitive &p, std::vector<std::pair<int, int>> args) {
+    Step s;
+    s.prim = p;
+    s.has_prim = true;
+    s.args = std::move(args);
+    n.steps.push_back(s);
+}
+
+algorithm eltwise_alg(int64_t a) {
+    switch (a) {
+        case 1: return algorithm::eltwise_relu;
+        case 2: return algorithm::eltwise_logistic;
+        case 3: return algorithm::eltwise_tanh;
+        case 4: return algorithm::eltwise_clip_v2;
+        case 5: return algorithm::eltwise_hardsigmoid;
+        case 6: return algorithm::eltwise_hardswish;
+        case 7: return algorithm::eltwise_elu;
+        case 8: return algorithm::eltwise_gelu_erf;
+        case 9: return algorithm::eltwise_swish;
+        case 10: return algorithm::eltwise_linear;
+        case 11: return algorithm::eltwise_sqrt;
+        case 12: return algorithm::eltwise_exp;
+        case 13: return algorithm::eltwise_abs;
+        case 14: return algorithm::eltwise_gelu_tanh;
+    }
+    fail("unknown eltwise algorithm " + std::to_string(a));
+}
+
+algorithm binary_alg(int64_t a) {
+    switch (a) {
+        case 1: return algorithm::binary_add;
+        case 2: return algorithm::binary_sub;
+        case 3: return algorithm::binary_mul;
+        case 4: return algorithm::binary_div;
+        case 5: return algorithm::binary_max;
+        case 6: return algorithm::binary_min;
+    }
+    fail("unknown binary algorithm " + std::to_string(a));
+}
+
+// Reads a post-op list from the front of op.ip / op.fp: [n, (kind, alg, tensor) * n] and
+// [(alpha, beta) * n]. Returns where the op's own params start.
+struct Post {
+    int kind;
+    int64_t alg;
+    int tensor;
+    float alpha, beta;
+};
+
+std::pair<size_t, size_t> read_posts(const Net &n, const Op &op, std::vector<Post> &posts) {
+    if (op.ip.empty()) fail("missing post-op count");
+    int64_t count = op.ip[0];
+    if (count < 0 || count > 16 || op.ip.size() < 1 + 3 * (size_t)count ||
+        op.fp.size() < 2 * (size_t)count)
+        fail("bad post-op list");
+    for (int64_t i = 0; i < count; ++i) {
+        Post p{(int)op.ip[1 + 3 * i], op.ip[2 + 3 * i], (int)op.ip[3 + 3 * i], op.fp[2 * i],
+               op.fp[2 * i + 1]};
+        if (p.kind < PO_ELTWISE || p.kind > PO_BINARY) fail("bad post-op kind");
+        if (p.kind != PO_ELTWISE) check_value(n, p.tensor, "post-op operand");
+        posts.push_back(p);
+    }
+    return {1 + 3 * (size_t)count, 2 * (size_t)count};
+}
+
+// Builds the attr for a list of post-ops. The dst layout is not known before the primitive
+// is made, so binary operands of full dst size are described with `any`-free plain layouts
+// first; `dst_md` (when given) is used to describe them in the dst layout instead.
+primitive_attr make_attr(Net &n, const std::vector<Post> &posts, bool fpmath,
+                         const memory::desc *dst_md, const dims_t &dst_dims) {
+    primitive_attr attr;
+    attr.set_scratchpad_mode(scratchpad_mode::user);
+    if (fpmath && n.bf16) attr.set_fpmath_mode(fpmath_mode::bf16);
+    post_ops po;
+    for (const Post &p : posts) {
+        if (p.kind == PO_ELTWISE) {
+            po.append_eltwise(eltwise_alg(p.alg), p.alpha, p.beta);
+        } else if (p.kind == PO_SUM) {
+            po.append_sum(1.f);
+        } else {
+            const dims_t d = n.values[p.tensor].dims;
+            memory::desc md = (d == dst_dims && dst_md) ? *dst_md : plain(d);
+            po.append_binary(binary_alg(p.alg), md);
+        }
+    }
+    attr.set_post_ops(po);
+    return attr;
+}
+
+// Adds the post-op operands to a step's args (and a copy of the sum operand into dst first).
+void post_args(Net &n, const std::vector<Post> &posts, const memory::desc &dst_md, int out,
+               std::vector<std::pair<int, int>> &args) {
+    for (size_t i = 0; i < posts.size(); ++i) {
+        const Post &p = posts[i];
+        if (p.kind == PO_SUM) {
+            int r = ensure_md(n, p.tensor, dst_md);
+            Step s;
+            s.prim = reorder(reorder::primitive_desc(n.eng, dst_md, n.eng, dst_md));
+            s.has_prim = true;
+            s.args = {{DNNL_ARG_FROM, r}, {DNNL_ARG_TO, out}};
+            n.steps.push_back(s);
+        } else if (p.kind == PO_BINARY) {
+            const dims_t d = n.values[p.tensor].dims;
+            int t = d == dst_md.get_dims() ? ensure_md(n, p.tensor, dst_md)
+                                           : ensure_plain(n, p.tensor);
+            args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)i) | DNNL_ARG_SRC_1, t});
+        }
+    }
+}
+
+dims_t take(const std::vector<int64_t> &ip, size_t &at, size_t count) {
+    if (at + count > ip.size()) fail("too few integer parameters");
+    dims_t d(ip.begin() + at, ip.begin() + at + count);
+    at += count;
+    return d;
+}
+
+void lower_conv(Net &n, const Op &op) {
+    std::vector<Post> posts;
+    auto [ia, fa] = read_posts(n, op, posts);
+    (void)fa;
+    if (op.ins.size() != 3) fail("conv takes src, weights, bias");
+    int src = op.ins[0], wei = op.ins[1], bias = op.ins[2];
+    check_value(n, src, "conv src");
+    check_value(n, wei, "conv weights");
+    if (n.values[root(n, wei)].kind != CONST) fail("conv weights must be constant");
+    const dims_t sd = n.values[src].dims;
+    if (sd.size() < 3 || sd.size() > 5) fail("conv src must have 3 to 5 dims");
+    size_t k = sd.size() - 2, at = ia;
+    dims_t strides = take(op.ip, at, k), dil = take(op.ip, at, k), pl = take(op.ip, at, k),
+           pr = take(op.ip, at, k);
+    const dims_t od = n.values[op.out].dims;
+    primitive_attr attr = make_attr(n, posts, true, nullptr, od);
+    memory::desc bias_md;
+    if (bias >= 0) {
+        check_value(n, bias, "conv bias");
+        if (n.values[root(n, bias)].kind != CONST) fail("conv bias must be constant");
+        bias_md = n.values[bias].md;
+    }
+    const dims_t wd = n.values[wei].dims;
+    auto make = [&](const memory::desc &s, const memory::desc &w, const memory::desc &d,
+                    const primitive_attr &a) -> primitive_desc {
+        if (op.kind == OP_CONV) {
+            if (bias >= 0)
+                return convolution_forward::primitive_desc(
+                    n.eng, prop_kind::forward_inference, algorithm::convolution_direct, s, w,
+                    bias_md, d, strides, dil, pl, pr, a);
+            return convolution_forward::primitive_desc(n.eng, prop_kind::forward_inference,
+                                                       algorithm::convolution_direct, s, w, d,
+                                                       strides, dil, pl, pr, a);
+        }
+        if (bias >= 0)
+            return deconvolution_forward::primitive_desc(
+                n.eng, prop_kind::forward_inference, algorithm::deconvolution_direct, s, w,
+                bias_md, d, strides, dil, pl, pr, a);
+        return deconvolution_forward::primitive_desc(n.eng, prop_kind::forward_inference,
+                                                     algorithm::deconvolution_direct, s, w, d,
+                                                     strides, dil, pl, pr, a);
+    };
+    primitive_desc pd = make(any(sd), any(wd), any(od), attr);
+    memory::desc dst_md = pd.dst_desc();
+    bool has_full_binary = false;
+    for (const Post &p : posts)
+        if (p.kind == PO_BINARY && n.values[p.tensor].dims == od) has_full_binary = true;
+    if (has_full_binary) {  // describe full-size operands in the chosen dst layout
+        attr = make_attr(n, posts, true, &dst_md, od);
+        pd = make(any(sd), any(wd), dst_md, attr);
+    }
+    int s = ensure_md(n, src, pd.src_desc());
+    int w = ensure_md(n, wei, pd.weights_desc());
+    std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, s}, {DNNL_ARG_WEIGHTS, w}};
+    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, bias});
+    set_out(n, op.out, pd.dst_desc());
+    post_args(n, posts, pd.dst_desc(), op.out, args);
+    args.push_back({DNNL_ARG_DST, op.out});
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, primitive(pd), args);
+}
+
+void lower_matmul(Net &n, const Op &op) {
+    std::vector<Post> posts;
+    read_posts(n, op, posts);
+    if (op.ins.size() != 3) fail("matmul takes a, b, bias");
+    int a = op.ins[0], b = op.ins[1], bias = op.ins[2];
+    check_value(n, a, "matmul a");
+    check_value(n, b, "matmul b");
+    const dims_t od = n.values[op.out].dims;
+    if (od.size() < 2 || n.values[a].dims.size() != od.size() ||
+        n.values[b].dims.size() != od.size())
+        fail("matmul operands must have the output's rank (>= 2)");
+    bool bconst = n.values[root(n, b)].kind == CONST;
+    memory::desc dst_md = plain(od);
+    primitive_attr attr = make_attr(n, posts, true, &dst_md, od);
+    memory::desc wmd = bconst ? any(n.values[b].dims) : plain(n.values[b].dims);
+    matmul::primitive_desc pd;
+    if (bias >= 0) {
+        check_value(n, bias, "matmul bias");
+        pd = matmul::primitive_desc(n.eng, plain(n.values[a].dims), wmd,
+                                    plain(n.values[bias].dims), dst_md, attr);
+    } else {
+        pd = matmul::primitive_desc(n.eng, plain(n.values[a].dims), wmd, dst_md, attr);
+    }
+    int sa = ensure_plain(n, a);
+    int sb = ensure_md(n, b, pd.weights_desc());
+    std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, sa}, {DNNL_ARG_WEIGHTS, sb}};
+    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, ensure_plain(n, bias)});
+    set_out(n, op.out, pd.dst_desc());
+    post_args(n, posts, pd.dst_desc(), op.out, args);
+    args.push_back({DNNL_ARG_DST, op.out});
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, matmul(pd), args);
+}
+
+void lower_binary(Net &n, const Op &op) {
+    std::vector<Post> posts;
+    auto [ia, fa] = read_posts(n, op, posts);
+    (void)fa;
+    if (op.ins.size() != 2 || op.ip.size() < ia + 1) fail("binary takes two operands and an alg");
+    int a = op.ins[0], b = op.ins[1];
+    check_value(n, a, "binary a");
+    check_value(n, b, "binary b");
+    const dims_t od = n.values[op.out].dims;
+    if (n.values[a].dims != od) fail("binary: the first operand must have the output's shape");
+    if (n.values[b].dims.size() != od.size()) fail("binary: operands must have the same rank");
+    algorithm alg = binary_alg(op.ip[ia]);
+    // Try the first operand's layout (blocked stays blocked); fall back to plain.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        int sa = attempt == 0 ? a : ensure_plain(n, a);
+        memory::desc md = n.values[sa].md;
+        bool full = n.values[b].dims == od;
+        memory::desc bmd = full ? md : plain(n.values[b].dims);
+        primitive_attr attr = make_attr(n, posts, false, &md, od);
+        binary::primitive_desc pd;
+        try {
+            pd = binary::primitive_desc(n.eng, alg, md, bmd, md, attr);
+        } catch (const dnnl::error &) {
+            if (attempt == 0) continue;
+            throw;
+        }
+        int sb = full ? ensure_md(n, b, md) : ensure_plain(n, b);
+        std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC_0, sa}, {DNNL_ARG_SRC_1, sb}};
+        set_out(n, op.out, pd.dst_desc());
+        post_args(n, posts, pd.dst_desc(), op.out, args);
+        args.push_back({DNNL_ARG_DST, op.out});
+        n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+        push(n, binary(pd), args);
+        return;
+    }
+}
+
+primitive_attr plain_attr() {
+    primitive_attr attr;
+    attr.set_scratchpad_mode(scratchpad_mode::user);
+    return attr;
+}
+
+void lower_eltwise(Net &n, const Op &op) {
+    if (op.ins.size() != 1 || op.ip.size() != 1 || op.fp.size() != 2) fail("bad eltwise op");
+    int a = op.ins[0];
+    check_value(n, a, "eltwise src");
+    if (n.values[a].dims != n.values[op.out].dims) fail("eltwise: shapes differ");
+    memory::desc md = n.values[a].md;
+    auto pd = eltwise_forward::primitive_desc(n.eng, prop_kind::forward_inference,
+                                              eltwise_alg(op.ip[0]), md, md, op.fp[0], op.fp[1],
+                                              plain_attr());
+    set_out(n, op.out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, eltwise_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+}
+
+void lower_pool(Net &n, const Op &op) {
+    if (op.ins.size() != 1 || op.ip.size() < 2) fail("bad pool op");
+    int a = op.ins[0];
+    check_value(n, a, "pool src");
+    const dims_t sd = n.values[a].dims;
+    if (sd.size() < 3 || sd.size() > 5) fail("pool src must have 3 to 5 dims");
+    size_t k = sd.size() - 2, at = 1;
+    algorithm alg = op.ip[0] == 0   ? algorithm::pooling_max
+                    : op.ip[0] == 1 ? algorithm::pooling_avg_include_padding
+                                    : algorithm::pooling_avg_exclude_padding;
+    dims_t kernel = take(op.ip, at, k), strides = take(op.ip, at, k), dil = take(op.ip, at, k),
+           pl = take(op.ip, at, k), pr = take(op.ip, at, k);
+    auto pd = pooling_forward::primitive_desc(n.eng, prop_kind::forward_inference, alg,
+                                              n.values[a].md, any(n.values[op.out].dims),
+                                              strides, kernel, dil, pl, pr, plain_attr());
+    set_out(n, op.out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, pooling_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+}
+
+void lower_softmax(Net &n, const Op &op) {
+    if (op.ins.size() != 1 || op.ip.size() != 1) fail("bad softmax op");
+    int a = ensure_plain(n, op.ins[0]);
+    const dims_t d = n.values[a].dims;
+    int64_t axis = op.ip[0];
+    if (axis < 0 || axis >= (int64_t)d.size() || d != n.values[op.out].dims)
+        fail("softmax: bad axis or shape");
+    memory::desc md = plain(d);
+    auto pd = softmax_forward::primitive_desc(n.eng, prop_kind::forward_inference,
+                                              algorithm::softmax_accurate, md, md, (int)axis,
+                                              plain_attr());
+    set_out(n, op.out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, softmax_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+}
+
+void lower_layernorm(Net &n, const Op &op) {
+    if (op.ins.size() != 3 || op.fp.size() != 1) fail("bad layernorm op");
+    int a = ensure_plain(n, op.ins[0]);
+    const dims_t d = n.values[a].dims;
+    if (d != n.values[op.out].dims || d.size() < 2) fail("layernorm: bad shape");
+    dims_t cd = {d.back()};
+    check_value(n, op.ins[1], "layernorm scale");
+    if (n.values[op.ins[1]].dims != cd) fail("layernorm: scale must have the last dim's size");
+    normalization_flags flags = normalization_flags::use_scale;
+    if (op.ins[2] >= 0) {
+        check_value(n, op.ins[2], "layernorm bias");
+        if (n.values[op.ins[2]].dims != cd) fail("layernorm: bias must have the last dim's size");
+        flags = flags | normalization_flags::use_shift;
+    }
+    memory::desc md = plain(d);
+    auto pd = layer_normalization_forward::primitive_desc(
+        n.eng, prop_kind::forward_inference, md, md, op.fp[0], flags, plain_attr());
+    std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out},
+                                             {DNNL_ARG_SCALE, ensure_plain(n, op.ins[1])}};
+    if (op.ins[2] >= 0) args.push_back({DNNL_ARG_SHIFT, ensure_plain(n, op.ins[2])});
+    set_out(n, op.out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, layer_normalization_forward(pd), args);
+}
+
+void lower_batchnorm(Net &n, const Op &op) {
+    if (op.ins.size() != 5 || op.fp.size() != 1) fail("bad batchnorm op");
+    int a = op.ins[0];
+    check_value(n, a, "batchnorm src");
+    const dims_t d = n.values[a].dims;
+    if (d != n.values[op.out].dims || d.size() < 2) fail("batchnorm: bad shape");
+    for (int i = 1; i < 5; ++i) {
+        check_value(n, op.ins[i], "batchnorm parameter");
+        if (n.values[op.ins[i]].dims != dims_t{d[1]}) fail("batchnorm: parameters must be [C]");
+    }
+    memory::desc md = n.values[a].md;
+    auto flags = normalization_flags::use_global_stats | normalization_flags::use_scale |
+                 normalization_flags::use_shift;
+    auto pd = batch_normalization_forward::primitive_desc(n.eng, prop_kind::forward_inference,
+                                                          md, md, op.fp[0], flags, plain_attr());
+    set_out(n, op.out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, batch_normalization_forward(pd),
+         {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}, {DNNL_ARG_MEAN, ensure_plain(n, op.ins[1])},
+          {DNNL_ARG_VARIANCE, ensure_plain(n, op.ins[2])},
+          {DNNL_ARG_SCALE, ensure_plain(n, op.ins[3])},
+          {DNNL_ARG_SHIFT, ensure_plain(n, op.ins[4])}});
+}
+
+void lower_concat(Net &n, const Op &op) {
+    if (op.ins.empty() || op.ip.size() != 1) fail("bad concat op");
+    int64_t axis = op.ip[0];
+    const dims_t od = n.values[op.out].dims;
+    if (axis < 0 || axis >= (int64_t)od.size()) fail("concat: bad axis");
+    for (int v : op.ins) check_value(n, v, "concat operand");
+    for (int attempt = 0; attempt < 2; ++attempt) {
+        std::vector<int> ins;
+        std::vector<memory::desc> mds;
+        for (int v : op.ins) {
+            int s = attempt == 0 ? v : ensure_plain(n, v);
+            ins.push_back(s);
+            mds.push_back(n.values[s].md);
+        }
+        concat::primitive_desc pd;
+        try {
+            memory::desc dst = attempt == 0 ? any(od) : plain(od);
+            pd = concat::primitive_desc(n.eng, dst, (int)axis, mds, plain_attr());
+        } catch (const dnnl::error &) {
+            if (attempt == 0) continue;
+            throw;
+        }
+        std::vector<std::pair<int, int>> args;
+        for (size_t i = 0; i < ins.size(); ++i) args.push_back({DNNL_ARG_MULTIPLE_SRC + (int)i, ins[i]});
+        set_out(n, op.out, pd.dst_desc());
+        args.push_back({DNNL_ARG_DST, op.out});
+        n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+        push(n, concat(pd), args);
+        return;
+    }
+}
+
+void lower_erf(Net &n, const Op &op) {
+    if (op.ins.size() != 1) fail("bad erf op");
+    int a = op.ins[0];
+    check_value(n, a, "erf src");
+    if (n.values[a].dims != n.values[op.out].dims) fail("erf: shapes differ");
+    set_out(n, op.out, n.values[a].md);
+    Step s;
+    s.custom = OP_ERF;
+    s.a = a;
+    s.b = op.out;
+    n.steps.push_back(s);
+}
+
+void lower_view(Net &n, const Op &op) {
+    if (op.ins.size() != 1) fail("bad view op");
+    check_value(n, op.ins[0], "view src");
+    int a = ensure_plain(n, op.ins[0]);
+    const dims_t d = n.values[op.out].dims;
+    int64_t c1 = 1, c2 = 1;
+    for (auto x : n.values[a].dims) c1 *= x;
+    for (auto x : d) c2 *= x;
+    if (c1 != c2) fail("view: element counts differ");
+    set_out(n, op.out, plain(d));
+    n.values[op.out].alias_of = a;
+}
+
+void lower(Net &n, const Op &op) {
+    switch (op.kind) {
+        case OP_CONV:
+        case OP_DECONV: lower_conv(n, op); break;
+        case OP_MATMUL: lower_matmul(n, op); break;
+        case OP_BINARY: lower_binary(n, op); break;
+        case OP_ELTWISE: lower_eltwise(n, op); break;
+        case OP_POOL: lower_pool(n, op); break;
+        case OP_SOFTMAX: lower_softmax(n, op); break;
+        case OP_LAYERNORM: lower_layernorm(n, op); break;
+        case OP_BATCHNORM: lower_batchnorm(n, op); break;
+        case OP_CONCAT: lower_concat(n, op); break;
+        case OP_ERF: lower_erf(n, op); break;
+        case OP_VIEW: lower_view(n, op); break;
+        default: fail("unknown op kind " + std::to_string(op.kind));
+    }
+}
+
+void plan_arena(Net &n) {
+    // Outputs: a plain root value writes straight into the caller's array; anything else is
+    // reordered into it at the end.
+    for (size_t k = 0; k < n.outputs.size(); ++k) {
+        int v = n.outputs[k];
+        Value &val = n.values[v];
+        if (val.kind == INTERNAL && val.alias_of < 0 && val.md == plain(val.dims)) {
+            val.kind = OUTPUT;
+            val.io_index = (int)k;
+            continue;
+        }
+        const dims_t dims = val.dims;
+        const memory::desc md = val.md;
+        int u = new_value(n, dims, plain(dims));  // invalidates `val`
+        n.values[u].kind = OUTPUT;
+        n.values[u].io_index = (int)k;
+        Step s;
+        s.prim = reorder(reorder::primitive_desc(n.eng, md, n.eng, plain(dims)));
+        s.has_prim = true;
+        s.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, u}};
+        n.steps.push_back(s);
+    }
+    for (size_t i = 0; i < n.steps.size(); ++i) {
+        auto touch = [&](int v) {
+            Value &r = n.values[root(n, v)];
+            if (r.first < 0) r.first = (int)i;
+            r.last = (int)i;
+        };
+        for (auto &p : n.steps[i].args) touch(p.second);
+        if (n.steps[i].custom) {
+            touch(n.steps[i].a);
+            touch(n.steps[i].b);
+        }
+    }
+    struct Block {
+        size_t off, size;
+        int first, last;
+    };
+    std::vector<int> order;
+    for (size_t v = 0; v < n.values.size(); ++v)
+        if (n.values[v].kind == INTERNAL && n.values[v].alias_of < 0 && n.values[v].first >= 0)
+            order.push_back((int)v);
+    auto size_of = [&](int v) { return (n.values[v].md.get_size() + 63) / 64 * 64; };
+    std::sort(order.begin(), order.end(), [&](int x, int y) { return size_of(x) > size_of(y); });
+    std::vector<Block> placed;
+    size_t total = 0;
+    for (int v : order) {
+        Value &val = n.values[v];
+        size_t size = size_of(v), off = 0;
+        std::vector<Block> clash;
+        for (auto &b : placed)
+            if (!(b.last < val.first || val.last < b.first)) clash.push_back(b);
+        std::sort(clash.begin(), clash.end(), [](auto &x, auto &y) { return x.off < y.off; });
+        for (auto &b : clash) {
+            if (off + size <= b.off) break;
+            off = std::max(off, b.off + b.size);
+        }
+        val.offset = off;
+        placed.push_back({off, size, val.first, val.last});
+        total = std::max(total, off + size);
+    }
+    n.arena_size = total;
+}
+
+Arena *make_arena(Net &n) {
+    auto a = std::make_unique<Arena>();
+    size_t bytes = n.arena_size + n.scratch_size + 64;
+    a->buf = (char *)std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!a->buf) fail("out of memory allocating the partition's buffers");
+    a->strm = stream(n.eng);
+    for (size_t v = 0; v < n.values.size(); ++v) {
+        const Value &r = n.values[root(n, (int)v)];
+        void *ptr = nullptr;
+        if (r.kind == CONST) ptr = r.data.get();
+        else if (r.kind == INTERNAL) ptr = a->buf + r.offset;
+        if (!n.values[v].has_md) fail("tensor " + std::to_string(v) + " is never written");
+        a->mems.emplace_back(n.values[v].md, n.eng, ptr);
+    }
+    memory scratch(memory::desc({(int64_t)std::max<size_t>(n.scratch_size, 1)}, dt::u8, tag::a),
+                   n.eng, a->buf + n.arena_size);
+    for (auto &s : n.steps) {
+        std::unordered_map<int, memory> args;
+        for (auto &p : s.args) args[p.first] = a->mems[p.second];
+        if (s.has_prim) args[DNNL_ARG_SCRATCHPAD] = scratch;
+        a->args.push_back(std::move(args));
+    }
+    return a.release();
+}
+
+void run_erf(const memory &src, const memory &dst) {
+    const float *x = (const float *)src.get_data_handle();
+    float *y = (float *)dst.get_data_handle();
+    int64_t count = (int64_t)(src.get_desc().get_size() / sizeof(float));
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < count; ++i) y[i] = std::erf(x[i]);
+}
+
+void set_error(char *err, size_t len, const std::string &msg) {
+    if (err && len) {
+        std::strncpy(err, msg.c_str(), len - 1);
+        err[len - 1] = 0;
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+void *bd_create(int bf16, char *err, size_t errlen) {
+    try {
+        Net *n = new Net();
+        n->bf16 = bf16 != 0;
+        return n;
+    } catch (const std::exception &e) {
+        set_error(err, errlen, e.what());
+        return nullptr;
+    }
+}
+
+void bd_destroy(void *net) { delete (Net *)net; }
+
+const char *bd_error(void *net) { return ((Net *)net)->error.c_str(); }
+
+static bool valid_dims(int ndims, const int64_t *dims) {
+    if (ndims < 1 || ndims > 6) return false;
+    int64_t count = 1;
+    for (int i = 0; i < ndims; ++i) {
+        if (dims[i] < 1 || dims[i] > (int64_t(1) << 31)) return false;
+        count *= dims[i];
+        if (count > (int64_t(1) << 34)) return false;
+    }
+    return true;
+}
+
+int bd_tensor(void *net, int ndims, const int64_t *dims) {
+    Net *n = (Net *)net;
+    if (n->finalized || !valid_dims(ndims, dims)) {
+        n->error = "bad tensor dims";
+        return -1;
+    }
+    Value v;
+    v.dims = dims_t(dims, dims + ndims);
+    n->values.push_back(v);
+    return (int)n->values.size() - 1;
+}
+
+int bd_const(void *net, int ndims, const int64_t *dims, const float *data) {
+    Net *n = (Net *)net;
+    try {
+        int id = bd_tensor(net, ndims, dims);
+        if (id < 0) return -1;
+        Value &v = n->values[id];
+        v.md = plain(v.dims);
+        v.has_md = true;
+        v.kind = CONST;
+        size_t size = v.md.get_size();
+        v.data = std::shared_ptr<char>((char *)std::aligned_alloc(64, (size + 63) / 64 * 64), std::free);
+        if (!v.data) fail("out of memory");
+        std::memcpy(v.data.get(), data, size);
+        return id;
+    } catch (const std::exception &e) {
+        n->error = e.what();
+        return -1;
+    }
+}
+
+int bd_input(void *net, int id) {
+    Net *n = (Net *)net;
+    if (n->finalized || id < 0 || id >= (int)n->values.size() || n->values[id].has_md) {
+        n->error = "bad input tensor";
+        return -1;
+    }
+    Value &v = n->values[id];
+    v.kind = INPUT;
+    v.io_index = (int)n->inputs.size();
+    v.md = plain(v.dims);
+    v.has_md = true;
+    n->inputs.push_back(id);
+    return 0;
+}
+
+int bd_output(void *net, int id) {
+    Net *n = (Net *)net;
+    if (n->finalized || id < 0 || id >= (int)n->values.size()) {
+        n->error = "bad output tensor";
+        return -1;
+    }
+    for (int o : n->outputs)
+        if (o == id) {
+            n->error = "a tensor is an output twice";
+            return -1;
+        }
+    n->outputs.push_back(id);
+    return 0;
+}
+
+int bd_op(void *net, int kind, int nin, const int *ins, int out, int ni, const int64_t *ip,
+          int nf, const float *fp) {
+    Net *n = (Net *)net;
+    try {
+        if (n->finalized) fail("the net is already finalized");
+        if (nin < 0 || nin > 4096 || ni < 0 || ni > 4096 || nf < 0 || nf > 4096)
+            fail("bad parameter counts");
+        if (out < 0 || out >= (int)n->values.size() || n->values[out].has_md ||
+            n->values[out].kind != INTERNAL)
+            fail("op output must be a new tensor");
+        Op op{kind, std::vector<int>(ins, ins + nin), out, std::vector<int64_t>(ip, ip + ni),
+              std::vector<float>(fp, fp + nf)};
+        for (int v : op.ins)
+            if (v != -1 && (v < 0 || v >= (int)n->values.size() || !n->values[v].has_md))
+                fail("op reads a tensor that is not written before");
+        size_t before = n->steps.size();
+        lower(*n, op);
+        for (size_t i = before; i < n->steps.size(); ++i) n->steps[i].op = n->current_op;
+        n->current_op++;
+        n->values[out].defined = true;
+        return 0;
+    } catch (const std::exception &e) {
+        n->error = std::string("op ") + std::to_string(kind) + ": " + e.what();
+        return -1;
+    }
+}
+
+int bd_finalize(void *net, int nthreads) {
+    Net *n = (Net *)net;
+    try {
+        if (nthreads > 0) omp_set_num_threads(nthreads);
+        for (int o : n->outputs)
+            if (!n->values[o].has_md) fail("an output is never written");
+        plan_arena(*n);
+        n->finalized = true;
+        n->pool.emplace_back(make_arena(*n));
+        return 0;
+    } catch (const std::exception &e) {
+        n->error = e.what();
+        return -1;
+    }
+}
+
+size_t bd_arena_bytes(void *net) {
+    Net *n = (Net *)net;
+    return n->arena_size + n->scratch_size;
+}
+
+int bd_steps(void *net) { return (int)((Net *)net)->steps.size(); }
+
+int bd_step_op(void *net, int i) {
+    Net *n = (Net *)net;
+    return i >= 0 && i < (int)n->steps.size() ? n->steps[i].op : -2;
+}
+
+int bd_run(void *net, int nthreads, void *const *ins, void *const *outs, double *times,
+           char *err, size_t errlen) {
+    Net *n = (Net *)net;
+    if (!n->finalized) {
+        set_error(err, errlen, "the net is not finalized");
+        return -1;
+    }
+    Arena *a = nullptr;
+    try {
+        if (nthreads > 0) omp_set_num_threads(nthreads);
+        {
+            std::lock_guard<std::mutex> g(n->lock);
+            if (!n->pool.empty()) {
+                a = n->pool.back().release();
+                n->pool.pop_back();
+            }
+        }
+        if (!a) a = make_arena(*n);
+        for (size_t v = 0; v < n->values.size(); ++v) {
+            const Value &r = n->values[root(*n, (int)v)];
+            if (r.kind == INPUT) a->mems[v].set_data_handle(ins[r.io_index]);
+            else if (r.kind == OUTPUT) a->mems[v].set_data_handle(outs[r.io_index]);
+        }
+        for (size_t i = 0; i < n->steps.size(); ++i) {
+            const Step &s = n->steps[i];
+            auto t0 = std::chrono::steady_clock::now();
+            if (s.has_prim) s.prim.execute(a->strm, a->args[i]);
+            else run_erf(a->mems[s.a], a->mems[s.b]);
+            if (times) {
+                a->strm.wait();
+                times[i] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            }
+        }
+        a->strm.wait();
+        std::lock_guard<std::mutex> g(n->lock);
+        n->pool.emplace_back(a);
+        return 0;
+    } catch (const std::exception &e) {
+        set_error(err, errlen, e.what());
+        delete a;
+        return -1;
+    }
+}
+
+}  // extern "C"

@@ -1,0 +1,477 @@
+"""dnnl backend: ops and patterns match onnxruntime, composites are claimed, artifacts round-trip,
+damaged artifacts and bad inputs are refused before native code runs."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+
+import byoc
+import numpy as np
+import pytest
+from byoc.testing import assert_matches_onnxruntime
+from byoc.testing.build import make_model, node
+from byoc_dnnl import plugin
+from byoc_dnnl.codegen import Artifact
+
+DNNL = {"backends": ["dnnl"]}
+RNG = np.random.default_rng(0)
+
+
+def rand(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def conv_stem(c_out: int = 8) -> tuple[list, dict]:
+    """x[1,3,10,12] -> Conv 3x3 -> 'h' [1,c_out,10,12]: gives each case a compute-heavy op."""
+    return [node("Conv", ["x", "w0", "b0"], "h", pads=[1, 1, 1, 1])], {
+        "w0": rand(c_out, 3, 3, 3),
+        "b0": rand(c_out),
+    }
+
+
+def claimed(report: byoc.CompareReport, op_type: str) -> None:
+    plan = report.plan
+    owners = [
+        d.backend
+        for name, d in plan.decisions.items()
+        if plan.model.graph.node[_index(plan, name)].op_type == op_type
+    ]
+    assert owners and all(o == "dnnl" for o in owners), (op_type, owners, plan.table())
+
+
+def _index(plan: byoc.Plan, name: str) -> int:
+    return next(i for i, n in enumerate(plan.model.graph.node) if n.name == name)
+
+
+# (op, extra inputs {name: shape}, attrs, constants); each reads 'h' [1,8,10,12]
+UNARY = [
+    ("Relu", {}, {}),
+    ("LeakyRelu", {}, {"alpha": 0.2}),
+    ("Sigmoid", {}, {}),
+    ("Tanh", {}, {}),
+    ("HardSigmoid", {}, {"alpha": 0.3, "beta": 0.4}),
+    ("HardSwish", {}, {}),
+    ("Elu", {}, {"alpha": 0.7}),
+    ("Erf", {}, {}),
+]
+
+
+@pytest.mark.parametrize(("op", "attrs"), [(u[0], u[2]) for u in UNARY])
+def test_unary_ops_match_onnxruntime(op: str, attrs: dict) -> None:
+    nodes, consts = conv_stem()
+    model = make_model(
+        [*nodes, node(op, ["h"], "y", **attrs)], {"x": [1, 3, 10, 12]}, ["y"], consts
+    )
+    claimed(assert_matches_onnxruntime(model, DNNL), op)
+
+
+def test_clip_matches_onnxruntime() -> None:
+    nodes, consts = conv_stem()
+    consts |= {"lo": np.float32(-0.5), "hi": np.float32(0.7)}
+    model = make_model(
+        [*nodes, node("Clip", ["h", "lo", "hi"], "y")], {"x": [1, 3, 10, 12]}, ["y"], consts
+    )
+    claimed(assert_matches_onnxruntime(model, DNNL), "Clip")
+
+
+@pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
+@pytest.mark.parametrize("other", ["channel", "full", "scalar", "row", "input_first"])
+def test_binary_ops_with_broadcasting(op: str, other: str) -> None:
+    nodes, consts = conv_stem()
+    inputs: dict = {"x": [1, 3, 10, 12]}
+    b = {"channel": rand(8, 1, 1), "scalar": np.float32(1.5), "row": rand(12)}.get(other)
+    if other in ("full", "input_first"):
+        inputs["z"] = [1, 8, 10, 12] if other == "full" else [8, 1, 1]
+    else:
+        consts["c"] = b if op != "Div" else np.abs(b) + 0.5  # type: ignore[operator]
+    operand = "z" if "z" in inputs else "c"
+    args = [operand, "h"] if other == "input_first" and op != "Div" else ["h", operand]
+    model = make_model([*nodes, node(op, args, "y")], inputs, ["y"], consts)
+    claimed(assert_matches_onnxruntime(model, DNNL), op)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "w_shape"),
+    [
+        ({"pads": [1, 1, 1, 1]}, (6, 8, 3, 3)),
+        ({"strides": [2, 2], "pads": [0, 1, 2, 1]}, (6, 8, 3, 3)),
+        ({"dilations": [2, 2], "pads": [2, 2, 2, 2]}, (6, 8, 3, 3)),
+        ({"group": 8, "pads": [1, 1, 1, 1]}, (8, 1, 3, 3)),
+        ({"group": 2, "auto_pad": "SAME_UPPER", "strides": [2, 2]}, (6, 4, 3, 3)),
+        ({"auto_pad": "VALID"}, (6, 8, 1, 1)),
+    ],
+)
+def test_conv_attributes(attrs: dict, w_shape: tuple) -> None:
+    nodes, consts = conv_stem()
+    consts |= {"w": rand(*w_shape), "b": rand(w_shape[0])}
+    model = make_model(
+        [*nodes, node("Conv", ["h", "w", "b"], "y", **attrs)], {"x": [1, 3, 10, 12]}, ["y"], consts
+    )
+    claimed(assert_matches_onnxruntime(model, DNNL), "Conv")
+
+
+def test_conv1d_and_unsupported_conv_is_refused_with_reason() -> None:
+    model = make_model(
+        [node("Conv", ["x", "w"], "y")], {"x": [1, 4, 9]}, ["y"], {"w": rand(5, 4, 3)}
+    )
+    claimed(assert_matches_onnxruntime(model, DNNL), "Conv")
+    dynamic = make_model(
+        [node("Conv", ["x", "w"], "y")], {"x": ["N", 4, 9]}, ["y"], {"w": rand(5, 4, 3)}
+    )
+    plan = byoc.partition(dynamic, DNNL)
+    reasons = [r for _, r in plan.decisions["y"].refusals]
+    assert any("dynamic shape" in r for r in reasons), reasons
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"strides": [2, 2], "pads": [1, 1, 1, 1]},
+        {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]},
+        {"group": 2},
+    ],
+)
+def test_conv_transpose(attrs: dict) -> None:
+    nodes, consts = conv_stem()
+    consts |= {
+        "w": rand(8, 3 if attrs.get("group") != 2 else 2, 3, 3),
+        "b": rand(3 if attrs.get("group") != 2 else 4),
+    }
+    model = make_model(
+        [*nodes, node("ConvTranspose", ["h", "w", "b"], "y", **attrs)],
+        {"x": [1, 3, 10, 12]},
+        ["y"],
+        consts,
+    )
+    claimed(assert_matches_onnxruntime(model, DNNL), "ConvTranspose")
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs"),
+    [
+        ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
+        ("MaxPool", {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+        ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1]}),
+        ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+        ("AveragePool", {"kernel_shape": [3, 2], "strides": [2, 2], "ceil_mode": 1}),
+        ("GlobalAveragePool", {}),
+        ("GlobalMaxPool", {}),
+    ],
+)
+def test_pooling(op: str, attrs: dict) -> None:
+    nodes, consts = conv_stem()
+    model = make_model(
+        [*nodes, node(op, ["h"], "y", **attrs)], {"x": [1, 3, 11, 12]}, ["y"], consts
+    )
+    claimed(assert_matches_onnxruntime(model, DNNL), op)
+
+
+def test_batchnorm_standalone_and_concat() -> None:
+    nodes, consts = conv_stem()
+    consts |= {"s": rand(8), "bb": rand(8), "m": rand(8), "v": np.abs(rand(8)) + 0.5}
+    model = make_model(
+        [
+            *nodes,
+            node("Relu", ["h"], "r"),
+            node("BatchNormalization", ["r", "s", "bb", "m", "v"], "bn"),
+            node("Concat", ["bn", "h"], "y", axis=1),
+        ],
+        {"x": [1, 3, 10, 12]},
+        ["y"],
+        consts,
+    )
+    report = assert_matches_onnxruntime(model, DNNL)
+    claimed(report, "BatchNormalization")
+    claimed(report, "Concat")
+
+
+def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
+    """A small attention + GELU MLP block, all float32 static: dnnl claims all the compute."""
+    d, f, t = 16, 32, 6
+    consts = {
+        "wq": rand(d, d),
+        "wk": rand(d, d),
+        "wv": rand(d, d),
+        "bq": rand(d),
+        "scale": np.float32(0.25),
+        "g": rand(d),
+        "beta": rand(d),
+        "w1": rand(d, f),
+        "b1": rand(f),
+        "w2": rand(f, d),
+        "b2": rand(d),
+        "sqrt2": np.float32(np.sqrt(2.0)),
+        "one": np.float32(1.0),
+        "half": np.float32(0.5),
+    }
+    nodes = [
+        node("LayerNormalization", ["x", "g", "beta"], "ln", axis=-1, epsilon=1e-5),
+        node("MatMul", ["ln", "wq"], "q0"),
+        node("Add", ["q0", "bq"], "q"),
+        node("MatMul", ["ln", "wk"], "k"),
+        node("MatMul", ["ln", "wv"], "v"),
+        node("Transpose", ["k"], "kt", perm=[0, 2, 1]),
+        node("MatMul", ["q", "kt"], "s0"),
+        node("Mul", ["s0", "scale"], "s"),
+        node("Softmax", ["s"], "p", axis=-1),
+        node("MatMul", ["p", "v"], "att"),
+        node("Add", ["att", "x"], "res"),
+        node("MatMul", ["res", "w1"], "h0"),
+        node("Add", ["h0", "b1"], "h1"),
+        node("Div", ["h1", "sqrt2"], "e0"),
+        node("Erf", ["e0"], "e1"),
+        node("Add", ["e1", "one"], "e2"),
+        node("Mul", ["h1", "e2"], "e3"),
+        node("Mul", ["e3", "half"], "gelu"),
+        node("MatMul", ["gelu", "w2"], "o0"),
+        node("Add", ["o0", "b2"], "y"),
+    ]
+    model = make_model(nodes, {"x": [2, t, d]}, ["y"], consts)
+    report = assert_matches_onnxruntime(model, DNNL)
+    for op in ("MatMul", "Softmax", "LayerNormalization", "Erf"):
+        claimed(report, op)
+    assert {"dnnl.dense_bias", "dnnl.gelu"} <= {d.composite for d in report.plan.decisions.values()}
+    gemm = make_model(
+        [node("Gemm", ["x", "w", "c"], "y", transB=1, alpha=0.5, beta=2.0)],
+        {"x": [4, 6]},
+        ["y"],
+        {"w": rand(5, 6), "c": rand(5)},
+    )
+    claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
+
+
+def test_conv_bias_relu_is_one_composite_kernel() -> None:
+    model = make_model(
+        [
+            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+            node("Add", ["c", "b"], "cb"),
+            node("Relu", ["cb"], "y"),
+        ],
+        {"x": [1, 3, 10, 12]},
+        ["y"],
+        {"w": rand(8, 3, 3, 3), "b": rand(1, 8, 1, 1)},
+    )
+    report = assert_matches_onnxruntime(model, DNNL)
+    comps = {name: d.composite for name, d in report.plan.decisions.items()}
+    assert set(comps.values()) == {"dnnl.conv2d_bias_relu"}, comps
+    assert "dnnl.conv2d_bias_relu" in report.plan.table()
+    (unit,) = report.plan.partitions
+    artifact = plugin.byoc_codegen(backend="dnnl", partition=unit, config={})
+    kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
+    assert len(kernels) == 1 and kernels[0]["name"] == "dnnl.conv2d_bias_relu"
+    assert kernels[0]["post_ops"][0]["alg"] == "relu"
+
+
+def test_fused_patterns_match_onnxruntime() -> None:
+    """BN folding, spelled-out hardswish, residual sum + relu, swish: one fused graph."""
+    c = 8
+    consts = {
+        "w1": rand(c, 3, 3, 3),
+        "s": rand(c),
+        "bb": rand(c),
+        "m": rand(c),
+        "v": np.abs(rand(c)) + 0.5,
+        "three": np.float32(3),
+        "zero": np.float32(0),
+        "six": np.float32(6),
+        "w2": rand(c, c, 1, 1),
+        "b2": rand(c),
+        "w3": rand(c, c, 3, 3),
+        "k": rand(1, c, 1, 1),
+    }
+    nodes = [
+        node("Conv", ["x", "w1"], "c1", pads=[1, 1, 1, 1]),
+        node("BatchNormalization", ["c1", "s", "bb", "m", "v"], "bn"),
+        node("Add", ["bn", "three"], "a3"),
+        node("Clip", ["a3", "zero", "six"], "cl"),
+        node("Mul", ["bn", "cl"], "mu"),
+        node("Div", ["mu", "six"], "hs"),
+        node("Conv", ["hs", "w2", "b2"], "c2"),
+        node("Add", ["c2", "hs"], "sum"),
+        node("Relu", ["sum"], "r"),
+        node("Conv", ["r", "w3"], "c3", pads=[1, 1, 1, 1]),
+        node("Sigmoid", ["c3"], "sg"),
+        node("Mul", ["c3", "sg"], "sw"),
+        node("Mul", ["sw", "k"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+    report = assert_matches_onnxruntime(model, DNNL)
+    comps = {d.composite for d in report.plan.decisions.values()}
+    assert {
+        "dnnl.conv2d_bn_hardswish",
+        "dnnl.conv2d_bias_sum_relu",
+        "dnnl.conv2d_bias_swish",
+    } <= comps, comps
+    (unit,) = report.plan.partitions
+    kernels = [
+        n
+        for n in plugin.byoc_codegen(backend="dnnl", partition=unit, config={}).graph["nodes"]
+        if n["op"] == "kernel"
+    ]
+    assert [k["kind"] for k in kernels] == ["conv", "conv", "conv"]
+
+
+def test_bf16_option_is_close_and_validated() -> None:
+    nodes, consts = conv_stem(16)
+    model = make_model([*nodes, node("Relu", ["h"], "y")], {"x": [1, 3, 10, 12]}, ["y"], consts)
+    cfg = {"backends": ["dnnl"], "backend": {"dnnl": {"fpmath": "bf16"}}}
+    assert_matches_onnxruntime(model, cfg, rtol=2e-2, atol=5e-2)
+    with pytest.raises(byoc.ConfigError, match="fpmath"):
+        byoc.compile(model, {"backends": ["dnnl"], "backend": {"dnnl": {"fpmath": "fp8"}}})
+
+
+# -- artifacts and runtime ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compiled() -> byoc.CompiledModel:
+    model = make_model(
+        [node("Conv", ["x", "w", "b"], "c", pads=[1, 1, 1, 1]), node("Relu", ["c"], "y")],
+        {"x": [1, 3, 10, 12]},
+        ["y"],
+        {"w": rand(8, 3, 3, 3), "b": rand(8)},
+    )
+    return byoc.compile(model, DNNL)
+
+
+def _dnnl_step(compiled: byoc.CompiledModel):  # type: ignore[no-untyped-def]
+    return next(s for s in compiled.steps if s.unit.backend == "dnnl")
+
+
+def test_serialize_deserialize_run(compiled: byoc.CompiledModel) -> None:
+    step = _dnnl_step(compiled)
+    data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
+    again = plugin.byoc_deserialize(backend="dnnl", data=data)
+    assert again.source == step.artifact.source and again.suffix == ".json"
+    runtime = plugin.byoc_create_runtime(backend="dnnl", artifact=again, config={})
+    x = rand(1, 3, 10, 12)
+    np.testing.assert_array_equal(runtime.run([x])[0], step.runtime.run([x])[0])
+    assert plugin.byoc_serialize(backend="other", artifact=step.artifact) is None
+
+
+def _damaged(data: bytes) -> list[bytes]:
+    import json
+    import struct
+
+    glen = struct.unpack("<Q", data[12:20])[0]
+    graph = json.loads(data[20 : 20 + glen])
+    rest = data[20 + glen :]
+
+    def with_graph(g: dict) -> bytes:
+        text = json.dumps(g).encode()
+        return data[:12] + struct.pack("<Q", len(text)) + text + rest
+
+    forward = json.loads(json.dumps(graph))
+    forward["nodes"][-1]["inputs"][0] = len(forward["nodes"]) - 1
+    huge = json.loads(json.dumps(graph))
+    huge["nodes"][0]["shape"] = [1 << 20, 1 << 20, 1 << 20]
+    const_big = json.loads(json.dumps(graph))
+    for n in const_big["nodes"]:
+        if n["op"] == "const":
+            n["shape"] = [n["shape"][0] * 2, *n["shape"][1:]]
+    wrong_conv = json.loads(json.dumps(graph))
+    wrong_conv["nodes"][-1]["shape"] = [1, 8, 99, 12]  # not what the conv computes
+    bad_kind = json.loads(json.dumps(graph))
+    bad_kind["nodes"][-1]["kind"] = "launch_missiles"
+    return [
+        data[:5],
+        b"NOTDNNL!" + data[8:],
+        data[:-7],
+        data + b"x",
+        data[:20] + b"]" + data[21:],
+        with_graph(forward),
+        with_graph(huge),
+        with_graph(const_big),
+        with_graph(wrong_conv),
+        with_graph(bad_kind),
+    ]
+
+
+def test_damaged_artifacts_raise_artifact_error(compiled: byoc.CompiledModel) -> None:
+    data = plugin.byoc_serialize(backend="dnnl", artifact=_dnnl_step(compiled).artifact)
+    for bad in _damaged(data):
+        with pytest.raises(byoc.ArtifactError):
+            artifact = plugin.byoc_deserialize(backend="dnnl", data=bad)
+            plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
+def test_bad_inputs_are_refused_before_native_code(compiled: byoc.CompiledModel) -> None:
+    runtime = _dnnl_step(compiled).runtime
+    good = rand(1, 3, 10, 12)
+    for bad in (
+        [],
+        [good, good],
+        [good[:, :, :5]],
+        [good.astype(np.float64)],
+        ["text"],
+        [rand(1, 3, 12, 10)],
+    ):
+        with pytest.raises(byoc.InputError):
+            runtime.run(bad)
+    strided = rand(1, 3, 10, 24)[:, :, :, ::2]  # non-contiguous: copied, not refused
+    np.testing.assert_array_equal(
+        runtime.run([strided])[0], runtime.run([np.ascontiguousarray(strided)])[0]
+    )
+
+
+def test_run_is_thread_safe(compiled: byoc.CompiledModel) -> None:
+    xs = [rand(1, 3, 10, 12) for _ in range(4)]
+    want = [compiled.run({"x": x})["y"] for x in xs]
+    errors: list[BaseException] = []
+
+    def work(i: int) -> None:
+        try:
+            for _ in range(20):
+                np.testing.assert_array_equal(compiled.run({"x": xs[i]})["y"], want[i])
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_artifact_source_is_tvm_style_json(compiled: byoc.CompiledModel) -> None:
+    art: Artifact = _dnnl_step(compiled).artifact
+    graph = art.graph
+    assert {"nodes", "arg_nodes", "heads"} <= set(graph)
+    assert [graph["nodes"][i]["op"] for i in graph["arg_nodes"]] == ["input"]
+
+
+def test_unavailable_backend_says_why_and_claims_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), CXX=str(tmp_path / "no-such-g++"))
+    code = (
+        "import warnings, byoc\n"
+        "from byoc.testing.build import make_model, node\n"
+        "import numpy as np\n"
+        "warnings.simplefilter('ignore')\n"
+        "m = make_model([node('Relu', ['x'], 'y')], {'x': [2, 3]}, ['y'])\n"
+        "print(byoc.partition(m, {'backends': ['dnnl']}).to_json()['partitions'])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    shown = subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "backends"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "no-such-g++" in shown.stdout + shown.stderr
+
+
+@pytest.mark.realmodel
+def test_real_model_p1_matches(real_model) -> None:  # type: ignore[no-untyped-def]
+    report = assert_matches_onnxruntime(
+        real_model("P1"), {"backends": ["dnnl"], "shapes": {"x": [1, 3, 48, 192]}}
+    )
+    assert len(report.plan.fallback_nodes) < len(report.plan.decisions) // 10
