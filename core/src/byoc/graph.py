@@ -16,7 +16,9 @@ from byoc.errors import ModelError
 
 SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
 # Ops whose result is folded to a constant when every input is constant ("int8 behind Cast").
-_FOLDABLE = frozenset({"Constant", "Cast", "Identity"})
+_FOLDABLE = frozenset(
+    {"Constant", "Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"}
+)
 
 Dim = int | str | None
 # Element types stored two or four to a byte in raw_data.
@@ -41,6 +43,32 @@ class TensorType:
     def __str__(self) -> str:
         dims = "?" if self.shape is None else "x".join(str(d) for d in self.shape) or "scalar"
         return f"{self.dtype if self.dtype is not None else '?'}[{dims}]"
+
+
+def _fold_op(
+    op: str, x: np.ndarray, second: np.ndarray | None, attrs: dict[str, Any]
+) -> np.ndarray:
+    """Evaluate a foldable op on constant inputs (weights behind Cast, biases behind Reshape)."""
+    if op == "Cast":
+        return x.astype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+    if op == "Reshape":
+        assert second is not None
+        dims = [int(d) for d in second]
+        if not attrs.get("allowzero", 0):
+            dims = [x.shape[i] if d == 0 else d for i, d in enumerate(dims)]
+        return x.reshape(dims)
+    if op == "Flatten":
+        axis = attrs.get("axis", 1) % (x.ndim + 1)
+        return x.reshape(int(np.prod(x.shape[:axis])), -1)
+    axes = second if second is not None else attrs.get("axes")
+    if op == "Squeeze":
+        return np.squeeze(
+            x, None if axes is None else tuple(int(a) % x.ndim for a in np.ravel(axes))
+        )
+    if op == "Unsqueeze":
+        rank = x.ndim + np.size(axes)
+        return np.expand_dims(x, tuple(int(a) % rank for a in np.ravel(axes)))
+    return x  # Identity
 
 
 def tensor_type(type_proto: onnx.TypeProto) -> TensorType | None:
@@ -221,10 +249,12 @@ class Graph:
                 raise ModelError(f"node '{node.name}': sparse Constant values are not supported")
             return np.asarray(value, dtype=np.float32 if key.startswith("value_float") else None)
         source = self.constant(node.input[0])
+        second = self.constant(node.input[1]) if len(node.input) > 1 and node.input[1] else None
         assert source is not None
-        if node.op_type == "Cast":
-            return source.astype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
-        return source
+        try:
+            return _fold_op(node.op_type, source, second, attrs)
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ModelError(f"node '{node.name}' ({node.op_type}) of constants: {exc}") from None
 
     def type_of(self, name: str) -> TensorType | None:
         if name not in self._types and name in self._constant_values:
@@ -312,7 +342,92 @@ def specialize(
     proto.graph.value_info.extend(inferred.graph.value_info)
     for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
         old.CopyFrom(new)
+    _complete_shapes(proto)
     return proto
+
+
+# Ops whose output shapes depend on input values, not only on input shapes.
+_DATA_DEPENDENT = frozenset(
+    {
+        "NonZero",
+        "Unique",
+        "Compress",
+        "NonMaxSuppression",
+        "TopK",
+        "Range",
+        "If",
+        "Loop",
+        "Scan",
+        "RandomNormalLike",
+        "RandomUniformLike",
+        "Multinomial",
+        "StringSplit",
+        "RegexFullMatch",
+    }
+)
+
+
+def _complete_shapes(proto: onnx.ModelProto) -> None:
+    """Fill in dims ONNX inference left unknown, once every input dim is fixed.
+
+    ONNX data propagation stops at chains like Shape -> Slice -> Expand (seen on MiniLM), which
+    leaves backends that need static shapes with nothing to claim. onnxruntime runs the model
+    on two different inputs and a value's observed shape is recorded when both runs agree and
+    no op whose output shape depends on data (NonZero, TopK, If, ...) lies upstream. Best
+    effort: when onnxruntime cannot run the model, shapes stay as inference left them.
+    """
+    import onnxruntime as ort
+
+    g = proto.graph
+    inputs = [tensor_type(v.type) for v in g.input if v.name not in {t.name for t in g.initializer}]
+    if not inputs or not all(t is not None and t.is_static and t.dtype for t in inputs):
+        return
+    infos = {v.name: v for v in [*g.value_info, *g.output]}
+    tainted: set[str] = set()
+    unknown: list[str] = []
+    for node in g.node:
+        reads = [*node.input, *subgraph_reads(node)]
+        if node.op_type in _DATA_DEPENDENT or any(name in tainted for name in reads):
+            tainted.update(node.output)
+            continue
+        for name in node.output:
+            t = tensor_type(infos[name].type) if name in infos else None
+            if name and t is not None and t.dtype is not None and not t.is_static:
+                unknown.append(name)
+    if not unknown:
+        return
+    probe = onnx.ModelProto()
+    probe.CopyFrom(proto)
+    known = {v.name for v in probe.graph.output}
+    probe.graph.output.extend(infos[n] for n in unknown if n not in known)
+    try:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(
+            probe.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        )
+        runs = []
+        for seed in (1, 2):
+            rng = np.random.default_rng(seed)
+            feeds = {}
+            for v in session.get_inputs():
+                t = tensor_type(next(i.type for i in g.input if i.name == v.name))
+                assert t is not None and t.dtype is not None and t.shape is not None
+                if t.dtype.kind == "f":
+                    feeds[v.name] = rng.standard_normal(t.shape).astype(t.dtype)
+                else:  # small non-negative values are valid ids and sizes for most models
+                    feeds[v.name] = np.full(t.shape, seed - 1).astype(t.dtype)
+            runs.append(dict(zip(unknown, session.run(unknown, feeds), strict=True)))
+    except Exception:  # best effort: onnxruntime may refuse the specialised model
+        return
+    for name in unknown:
+        a, b = runs[0][name], runs[1][name]
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape:
+            dims = infos[name].type.tensor_type.shape
+            del dims.dim[:]
+            for d in a.shape:
+                dims.dim.add().dim_value = int(d)
 
 
 def _check_initializers(graph: onnx.GraphProto) -> None:
