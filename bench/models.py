@@ -5,10 +5,15 @@
     python bench/models.py --config byoc.toml --repeat 50
 
 For each model: compile with the given config (input shapes from MODELS.md), then time
-``CompiledModel.run`` and a default onnxruntime session on the same inputs, interleaved (byoc,
+``CompiledModel.run`` and an onnxruntime session on the same inputs, interleaved (byoc,
 onnxruntime, byoc, ...) after a warm-up, and print the ratio of the medians (< 1: byoc is
-faster). A short idle gap separates runs, so neither side pays for the other's idle threads
-still spinning.
+faster). A short idle gap separates runs.
+
+The onnxruntime baseline runs with ``session.intra_op.allow_spinning=0``. Only the benchmark puts
+both in one process, and a spinning onnxruntime pool there slows oneDNN's OpenMP threads about
+10x (P1: byoc 13.1 ms beside a spinning session, 1.2 ms beside a non-spinning one), while the
+baseline itself is no slower without spinning (P1: 1.5 ms vs 1.8 ms). ``--spinning-baseline``
+measures the default-spinning session instead.
 
 When the config uses dnnl, it also times each oneDNN kernel inside the real partitions
 (blocked layouts, fused post-ops) and prints the convolutions' achieved GFLOP/s against the
@@ -147,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--gap", type=float, default=0.01, help="idle seconds between runs")
     parser.add_argument("--peak", type=float, default=None, help="FP32 peak GFLOP/s")
+    parser.add_argument("--spinning-baseline", action="store_true",
+                        help="let the onnxruntime baseline's threads spin (its default)")
     args = parser.parse_args(argv)
     uses_dnnl = "dnnl" in args.config
     peak = args.peak or (measure_peak() if uses_dnnl else 350.0)
@@ -157,7 +164,10 @@ def main(argv: list[str] | None = None) -> int:
         path = fetch(model_id)
         cfg = config_for(args.config, model_id)
         compiled = byoc.compile(path, cfg)
-        session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+        options = ort.SessionOptions()
+        if not args.spinning_baseline:
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         inputs = byoc.random_inputs(compiled.plan.model)
         if model_id == "P5":  # token ids: [CLS] ... [SEP], as MODELS.md says
             ids = inputs["input_ids"]

@@ -56,12 +56,18 @@ def _static_f32(node: NodeView) -> str | None:
             return f"input '{name}' is {t.dtype}; only float32 is supported"
         if not t.is_static:
             return f"input '{name}' has a dynamic shape {t}; fix it with [shapes]"
+        if 0 in (t.shape or ()):
+            return f"input '{name}' is empty (shape {t}); oneDNN needs non-zero dims"
+        if t.shape == () and node.const(i) is None:
+            return f"input '{name}' is a scalar computed at run time; ranks 1 to 6 are supported"
     for i, name in enumerate(node.outputs):
         if not name:
             continue
         t = node.output_type(i)
         if t is None or not t.is_static:
             return f"output '{name}' has no static shape; fix the input shapes with [shapes]"
+        if 0 in (t.shape or ()):
+            return f"output '{name}' is empty (shape {t}); oneDNN needs non-zero dims"
         if len(t.shape or ()) > 6 or (len(t.shape or ()) == 0 and node.op_type not in VIEWS):
             return f"output '{name}' has rank {len(t.shape or ())}; ranks 1 to 6 are supported"
     return None
