@@ -10,9 +10,8 @@ import argparse
 import statistics
 import time
 
-import onnxruntime as ort
-
 import byoc
+import onnxruntime as ort
 from byoc.testing.models import MODELS, fetch
 
 

@@ -164,7 +164,7 @@ def compare_arrays(
     diff = np.where(np.isinf(w) & (g == w), 0.0, diff)
     ok = bool(np.all(diff <= atol + rtol * np.abs(np.where(both_nan, 0.0, w))))
     max_abs = float(np.max(diff))
-    max_rel = float(np.max(diff / np.maximum(np.abs(w), 1e-12)))
+    max_rel = float(np.max(diff / np.maximum(np.abs(np.where(both_nan, 1.0, w)), 1e-12)))
     return OutputReport(name, want.shape, max_abs, max_rel, ok)
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from byoc.config import Config, load_config
-from byoc.errors import ArtifactError, BackendError, ByocError, InputError
+from byoc.errors import ArtifactError, BackendError, ByocError, ConfigError, InputError
 from byoc.graph import Graph, TensorType
 from byoc.pipeline import ConfigLike, ModelLike, partition, resolve_backends
 from byoc.plan import FALLBACK, Partition, Plan
@@ -51,16 +51,20 @@ class Step:
 def _runtime(
     reg: Registry, backend: str, unit: Partition, config: Mapping[str, Any]
 ) -> tuple[Any, Any]:
+    """Codegen and runtime creation at compile time: any failure is a BackendError that names
+    the partition and the backend (a plugin's own ArtifactError here is still the backend's
+    failure, not a damaged file)."""
     where = f"partition {unit.name} (backend {backend})"
     try:
         artifact = reg.hook.byoc_codegen(backend=backend, partition=unit, config=config)
-    except ByocError:
+        if artifact is None:
+            raise BackendError(f"{where}: no installed plugin generates code for '{backend}'")
+        return artifact, create_runtime(reg, backend, unit.name, artifact, config)
+    except (BackendError, ConfigError):
         raise
     except Exception as exc:
-        raise BackendError(f"{where}: codegen failed: {type(exc).__name__}: {exc}") from exc
-    if artifact is None:
-        raise BackendError(f"{where}: no installed plugin generates code for backend '{backend}'")
-    return artifact, create_runtime(reg, backend, unit.name, artifact, config)
+        detail = str(exc) if isinstance(exc, ByocError) else f"{type(exc).__name__}: {exc}"
+        raise BackendError(f"{where}: compiling failed: {detail}") from exc
 
 
 def create_runtime(

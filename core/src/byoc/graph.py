@@ -63,11 +63,11 @@ def _fold_op(
     axes = second if second is not None else attrs.get("axes")
     if op == "Squeeze":
         return np.squeeze(
-            x, None if axes is None else tuple(int(a) % x.ndim for a in np.ravel(axes))
+            x, None if axes is None else tuple(int(a) % x.ndim for a in np.ravel(np.asarray(axes)))
         )
     if op == "Unsqueeze":
-        rank = x.ndim + np.size(axes)
-        return np.expand_dims(x, tuple(int(a) % rank for a in np.ravel(axes)))
+        chosen = [int(a) for a in np.ravel(np.asarray(axes))]
+        return np.expand_dims(x, tuple(a % (x.ndim + len(chosen)) for a in chosen))
     return x  # Identity
 
 
@@ -346,25 +346,56 @@ def specialize(
     return proto
 
 
-# Ops whose output shapes depend on input values, not only on input shapes.
-_DATA_DEPENDENT = frozenset(
-    {
-        "NonZero",
-        "Unique",
-        "Compress",
-        "NonMaxSuppression",
-        "TopK",
-        "Range",
-        "If",
-        "Loop",
-        "Scan",
-        "RandomNormalLike",
-        "RandomUniformLike",
-        "Multinomial",
-        "StringSplit",
-        "RegexFullMatch",
-    }
+# Inputs whose *values* set an op's output shape (other inputs act through their shapes only).
+_SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,),
+    "Expand": (1,),
+    "Tile": (1,),
+    "Slice": (1, 2, 3, 4),
+    "Pad": (1, 2, 3),
+    "ConstantOfShape": (0,),
+    "Resize": (1, 2, 3),
+    "Upsample": (1,),
+    "TopK": (1,),
+    "OneHot": (1,),
+    "Squeeze": (1,),
+    "Unsqueeze": (1,),
+    "Split": (1,),
+    "CenterCropPad": (1,),
+    "Col2Im": (1, 2),
+    "Range": (0, 1, 2),
+    "MaxUnpool": (2,),
+    "DFT": (1,),
+    "STFT": (1, 2),
+    **{
+        op: (1,)
+        for op in (
+            "ReduceSum",
+            "ReduceMean",
+            "ReduceMax",
+            "ReduceMin",
+            "ReduceProd",
+            "ReduceL1",
+            "ReduceL2",
+            "ReduceLogSum",
+            "ReduceLogSumExp",
+            "ReduceSumSquare",
+        )
+    },
+}
+# Ops whose output shape follows from their input shapes alone.
+_SHAPE_FROM_SHAPES_TEXT = (
+    "Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh AveragePool BatchNormalization "
+    "BitShift Cast CastLike Ceil Celu Clip Concat Constant Conv ConvTranspose Cos Cosh CumSum "
+    "DepthToSpace DequantizeLinear Div Dropout Einsum Elu Equal Erf Exp Flatten Floor Gather "
+    "GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool Greater GreaterOrEqual "
+    "GroupNormalization HardSigmoid HardSwish Hardmax Identity InstanceNormalization IsInf IsNaN "
+    "LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax LpNormalization MatMul Max "
+    "MaxPool Mean Min Mish Mod Mul Neg Not Or PRelu Pow QuantizeLinear Reciprocal Relu Round "
+    "ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh Size Softmax Softplus "
+    "Softsign SpaceToDepth Sqrt Sub Sum Tan Tanh ThresholdedRelu Transpose Trilu Where Xor"
 )
+_SHAPE_FROM_SHAPES = frozenset(_SHAPE_FROM_SHAPES_TEXT.split())
 
 
 def _complete_shapes(proto: onnx.ModelProto) -> None:
@@ -373,22 +404,42 @@ def _complete_shapes(proto: onnx.ModelProto) -> None:
     ONNX data propagation stops at chains like Shape -> Slice -> Expand (seen on MiniLM), which
     leaves backends that need static shapes with nothing to claim. onnxruntime runs the model
     on two different inputs and a value's observed shape is recorded when both runs agree and
-    no op whose output shape depends on data (NonZero, TopK, If, ...) lies upstream. Best
-    effort: when onnxruntime cannot run the model, shapes stay as inference left them.
+    it cannot depend on input values: no input value reaches an operand that sets a shape by
+    its value (Reshape's shape, Slice's bounds, ...), and every op upstream is one whose shape
+    rules are known (Shape and Size pass on shapes, not values). Best effort: when
+    onnxruntime cannot run the model, shapes stay as inference left them.
     """
     import onnxruntime as ort
 
     g = proto.graph
-    inputs = [tensor_type(v.type) for v in g.input if v.name not in {t.name for t in g.initializer}]
+    inits = {t.name for t in g.initializer}
+    inputs = [tensor_type(v.type) for v in g.input if v.name not in inits]
     if not inputs or not all(t is not None and t.is_static and t.dtype for t in inputs):
         return
     infos = {v.name: v for v in [*g.value_info, *g.output]}
-    tainted: set[str] = set()
+    # value_dep: the value depends on input values; shape_dep: the shape may too.
+    value_dep = {v.name for v in g.input if v.name not in inits}
+    shape_dep: set[str] = set()
     unknown: list[str] = []
     for node in g.node:
-        reads = [*node.input, *subgraph_reads(node)]
-        if node.op_type in _DATA_DEPENDENT or any(name in tainted for name in reads):
-            tainted.update(node.output)
+        ins = list(node.input)
+        reads = [*ins, *subgraph_reads(node)]
+        known_op = node.domain in ("", "ai.onnx") and (
+            node.op_type in _SHAPE_FROM_SHAPES or node.op_type in _SHAPE_OPERANDS
+        )
+        shape_operands = [ins[i] for i in _SHAPE_OPERANDS.get(node.op_type, ()) if i < len(ins)]
+        if (
+            any(n in shape_dep for n in reads)
+            or not known_op
+            or any(n in value_dep for n in shape_operands)
+        ):
+            shape_dep.update(node.output)
+        if node.op_type in ("Shape", "Size"):
+            if any(n in shape_dep for n in ins):
+                value_dep.update(node.output)
+        elif any(n in value_dep or n in shape_dep for n in reads):
+            value_dep.update(node.output)
+        if any(n in shape_dep for n in node.output):
             continue
         for name in node.output:
             t = tensor_type(infos[name].type) if name in infos else None
@@ -414,10 +465,11 @@ def _complete_shapes(proto: onnx.ModelProto) -> None:
             for v in session.get_inputs():
                 t = tensor_type(next(i.type for i in g.input if i.name == v.name))
                 assert t is not None and t.dtype is not None and t.shape is not None
+                dims = [int(d) for d in t.shape if isinstance(d, int)]
                 if t.dtype.kind == "f":
-                    feeds[v.name] = rng.standard_normal(t.shape).astype(t.dtype)
+                    feeds[v.name] = rng.standard_normal(dims).astype(t.dtype)
                 else:  # small non-negative values are valid ids and sizes for most models
-                    feeds[v.name] = np.full(t.shape, seed - 1).astype(t.dtype)
+                    feeds[v.name] = np.full(dims, seed - 1).astype(t.dtype)
             runs.append(dict(zip(unknown, session.run(unknown, feeds), strict=True)))
     except Exception:  # best effort: onnxruntime may refuse the specialised model
         return
