@@ -69,6 +69,7 @@ def test_pyproject_tool_byoc_table(tmp_path):
         ("[fallback]\non_backend_error = 'ignore'", ["must be one of raise, onnxruntime"]),
         ("[shapes]\nx = [2, -3]", ["'shapes.x' dims must be positive"]),
         ("backends = [", ["not valid TOML"]),
+        ("[compare]\ninputs = 3", ["'compare.inputs' must be a table"]),
     ],
 )
 def test_config_errors_name_the_key_and_the_file(tmp_path, text, words):
@@ -91,3 +92,12 @@ def test_shapes_errors_say_what_is_wrong():
         byoc.partition(MODEL, {"shapes": {"z": [1]}})
     with pytest.raises(byoc.ModelError, match="dim 1 = 4, but the model fixes it to 3"):
         byoc.partition(MODEL, {"shapes": {"x": [2, 4]}})
+
+
+def test_compare_inputs_fix_named_inputs_and_name_unknown_ones():
+    config = {"backends": ["examplejson"], "compare": {"inputs": {"y": 2.5}}}
+    inputs = byoc.random_inputs(MODEL, {}, 0, config["compare"]["inputs"])
+    assert (inputs["y"] == 2.5).all() and inputs["y"].dtype == "float32"
+    assert byoc.compare(MODEL, config).passed
+    with pytest.raises(byoc.InputError, match="names 'z', but the model's inputs are 'x', 'y'"):
+        byoc.compare(MODEL, {"compare": {"inputs": {"z": 1}}})

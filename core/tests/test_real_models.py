@@ -35,3 +35,23 @@ def test_p4_silero_vad_control_flow(real_model):
     plan = report.plan
     assert any(n.op_type == "If" for n in plan.model.graph.node if n.name in plan.fallback_nodes)
     assert plan.partitions
+
+
+def test_p4_compare_from_the_command_line_with_fixed_inputs(real_model, tmp_path):
+    """The sample rate must be 16000: [compare] inputs fixes it, the rest stays random."""
+    import subprocess
+    import sys
+
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text(
+        'backends = ["examplejson"]\n[shapes]\ninput = [1, 512]\n'
+        "state = [2, 1, 128]\n[compare]\ninputs = { sr = 16000 }\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "compare", str(real_model("P4")), "-c", str(cfg)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "PASS" in done.stdout

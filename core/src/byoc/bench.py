@@ -139,7 +139,9 @@ def bench(
     plan = partition(model, cfg)
     compiled = build(plan, cfg, progress=progress)
     if inputs is None:
-        inputs = random_inputs(Graph(plan.model), cfg.shapes, cfg.compare["seed"])
+        inputs = random_inputs(
+            Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
+        )
     source = plan.source if plan.source is not None else plan.model
     try:
         session = ort.InferenceSession(

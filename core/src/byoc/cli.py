@@ -150,7 +150,9 @@ def cmd_run(args: argparse.Namespace) -> int:
             compiled = byoc.compile(args.model, cfg, progress=progress)
     if inputs is None:
         signature = compiled.plan.model if compiled.plan is not None else compiled.inputs
-        inputs = byoc.random_inputs(signature, cfg.shapes, cfg.compare["seed"])
+        inputs = byoc.random_inputs(
+            signature, cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
+        )
     outputs = compiled.run(inputs)
     if args.output:
         os.makedirs(args.output, exist_ok=True)

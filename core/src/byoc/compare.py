@@ -20,13 +20,18 @@ MAX_RANDOM_ELEMENTS = 1 << 28  # per input: 1 GiB of float32
 
 
 def random_inputs(
-    model: Any, shapes: Mapping[str, list[int]] | None = None, seed: int = 0
+    model: Any,
+    shapes: Mapping[str, list[int]] | None = None,
+    seed: int = 0,
+    fixed: Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Random arrays for a model's inputs (a Graph, a ModelProto, a path, or a signature
     ``{name: TensorType}`` such as ``CompiledModel.inputs``).
 
-    Floats are standard normal, integers uniform in [0, 10), booleans fair coins. A symbolic
-    dim that ``shapes`` does not fix is an InputError naming the input and the dim.
+    Floats are standard normal, integers uniform in [0, 10), booleans fair coins; ``fixed``
+    (the config's ``[compare] inputs``) gives named inputs a value instead: a number fills the
+    input, a nested list is the whole input. A symbolic dim that ``shapes`` does not fix is an
+    InputError naming the input and the dim.
     """
     from byoc.graph import load_model
 
@@ -35,6 +40,12 @@ def random_inputs(
     else:
         graph = model if isinstance(model, Graph) else Graph(load_model(model, shapes))
         types = {n: graph.type_of(n) for n in graph.inputs}
+    unknown = sorted(set(fixed or {}) - set(types))
+    if unknown:
+        raise InputError(
+            f"[compare] inputs names {', '.join(map(repr, unknown))}, but the model's inputs are "
+            f"{', '.join(map(repr, types))}"
+        )
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for name, tt in types.items():
@@ -57,7 +68,15 @@ def random_inputs(
                 f"input '{name}' has shape {tuple(dims)} ({size} elements), too big for random "
                 f"inputs (limit {MAX_RANDOM_ELEMENTS}); give smaller dims in [shapes] or --input"
             )
-        if tt.dtype.kind == "f":
+        if fixed and name in fixed:
+            try:
+                out[name] = np.broadcast_to(np.asarray(fixed[name], tt.dtype), dims).copy()
+            except (TypeError, ValueError) as exc:
+                raise InputError(
+                    f"[compare] inputs gives '{name}' the value {fixed[name]!r}, which does not "
+                    f"fit its type {tt}: {exc}"
+                ) from None
+        elif tt.dtype.kind == "f":
             out[name] = rng.standard_normal(dims).astype(tt.dtype)
         elif tt.dtype.kind in "iu":
             out[name] = rng.integers(0, 10, dims).astype(tt.dtype)
@@ -185,7 +204,9 @@ def compare(
     plan = partition(model, cfg)
     compiled = build(plan, cfg, progress=progress)
     if inputs is None:
-        inputs = random_inputs(Graph(plan.model), cfg.shapes, cfg.compare["seed"])
+        inputs = random_inputs(
+            Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
+        )
     got = compiled.run(inputs)
     source = plan.source if plan.source is not None else plan.model
     try:

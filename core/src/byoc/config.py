@@ -20,8 +20,11 @@ FALLBACK_KEYS: dict[str, tuple[Any, Any, str]] = {
         "onnxruntime graph optimizations: disable, basic, extended or all",
     ),
     "allow_spinning": (
-        bool, True, "let onnxruntime's idle threads spin (default: only when one onnxruntime "
-        "session runs the whole model)"),
+        bool,
+        True,
+        "let onnxruntime's idle threads spin (default: only when one onnxruntime "
+        "session runs the whole model)",
+    ),
     "on_backend_error": (
         str,
         "raise",
@@ -33,6 +36,12 @@ COMPARE_KEYS: dict[str, tuple[Any, Any, str]] = {
     "rtol": (float, 1e-4, "relative tolerance: |got - want| <= atol + rtol * |want|"),
     "atol": (float, 1e-4, "absolute tolerance"),
     "seed": (int, 0, "seed of the random inputs"),
+    "inputs": (
+        dict,
+        {},
+        "fixed values for named inputs of compare/run/bench, e.g. { sr = 16000 }: a number "
+        "fills the input, a list is the whole input; other inputs stay random",
+    ),
 }
 BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
     "enabled": (bool, True, "false: the backend claims nothing"),
@@ -42,6 +51,11 @@ BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
         int,
         None,
         "partitions with fewer nodes go back to onnxruntime (default: the backend's)",
+    ),
+    "prune": (
+        bool,
+        True,
+        "false: keep partitions the backend's own cost model would send back to onnxruntime",
     ),
 }
 COMPILE_KEYS: dict[str, tuple[Any, Any, str]] = {
@@ -157,7 +171,7 @@ def _check_table(
                 f"got {value!r}"
             )
     for key, (_, default, _) in known.items():
-        out.setdefault(key, list(default) if isinstance(default, list) else default)
+        out.setdefault(key, type(default)(default) if isinstance(default, list | dict) else default)
     return out
 
 
@@ -169,7 +183,8 @@ def _typed(value: Any, kind: Any, key: str, source: str) -> Any:
             )
         return list(value)
     if not _is(value, kind):
-        raise ConfigError(f"{source}: '{key}' must be {kind.__name__}, got {value!r}")
+        kind_name = "a table" if kind is dict else kind.__name__
+        raise ConfigError(f"{source}: '{key}' must be {kind_name}, got {value!r}")
     return float(value) if kind is float else value
 
 

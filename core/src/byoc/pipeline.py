@@ -143,7 +143,7 @@ def _prune(
                 f"pruned: its partition has {len(nodes)} node(s), fewer than "
                 f"min_partition_nodes = {a.table['min_partition_nodes']}"
             )
-        elif a.backend.prune is not None:
+        elif a.backend.prune is not None and a.table["prune"]:
             pruned = a.backend.prune([graph.view(i) for i in nodes])
             reason = f"pruned: {pruned}" if pruned else None
         if reason is None:

@@ -85,7 +85,7 @@ def backend_config(conformance_backend: str) -> dict[str, Any]:
     suite's graphs are small). Override to set its options."""
     return {
         "backends": [conformance_backend],
-        "backend": {conformance_backend: {"min_partition_nodes": 1}},
+        "backend": {conformance_backend: {"min_partition_nodes": 1, "prune": False}},
     }
 
 
