@@ -56,8 +56,10 @@ def main() -> None:
     med_o = statistics.median(times["onnxruntime"]) * 1e3
     print(f"model {args.model}: {MODELS[args.model].title}, {args.runs} interleaved runs")
     print(f"byoc (nothing claimed) median {med_b:.3f} ms; onnxruntime median {med_o:.3f} ms")
-    print(f"ratio of medians {med_b / med_o:.4f}; median of per-pair ratios "
-          f"{statistics.median(ratios):.4f} (target <= 1.03)")
+    print(
+        f"ratio of medians {med_b / med_o:.4f}; median of per-pair ratios "
+        f"{statistics.median(ratios):.4f} (target <= 1.03)"
+    )
 
 
 if __name__ == "__main__":

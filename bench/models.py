@@ -152,8 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--gap", type=float, default=0.01, help="idle seconds between runs")
     parser.add_argument("--peak", type=float, default=None, help="FP32 peak GFLOP/s")
-    parser.add_argument("--spinning-baseline", action="store_true",
-                        help="let the onnxruntime baseline's threads spin (its default)")
+    parser.add_argument(
+        "--spinning-baseline",
+        action="store_true",
+        help="let the onnxruntime baseline's threads spin (its default)",
+    )
     args = parser.parse_args(argv)
     uses_dnnl = "dnnl" in args.config
     peak = args.peak or (measure_peak() if uses_dnnl else 350.0)

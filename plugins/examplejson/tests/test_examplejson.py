@@ -19,16 +19,34 @@ CASES = [
     ("Div", {"a": F, "b": [4]}, {}, {}, 17),
     ("Div", {"a": (np.int64, F)}, {}, {"b": np.array([1, 2, -3, 4])}, 17),
     ("Pow", {"a": F}, {}, {"b": np.float32(2.0)}, 17),
-    *[(op, {"a": F}, {}, {}, 17) for op in
-      ["Neg", "Abs", "Exp", "Tanh", "Relu", "Sigmoid", "HardSwish", "Erf", "Floor", "Ceil",
-       "Identity"]],
+    *[
+        (op, {"a": F}, {}, {}, 17)
+        for op in [
+            "Neg",
+            "Abs",
+            "Exp",
+            "Tanh",
+            "Relu",
+            "Sigmoid",
+            "HardSwish",
+            "Erf",
+            "Floor",
+            "Ceil",
+            "Identity",
+        ]
+    ],
     ("Sqrt", {"a": F}, {}, {}, 17),
     ("LeakyRelu", {"a": F}, {"alpha": 0.2}, {}, 17),
     ("HardSigmoid", {"a": F}, {"alpha": 0.3, "beta": 0.4}, {}, 17),
     ("Clip", {"a": F}, {}, {"lo": np.float32(-0.5), "hi": np.float32(0.5)}, 17),
     ("MatMul", {"a": [2, 3, 4], "b": [4, 5]}, {}, {}, 17),
-    ("Gemm", {"a": [4, 3], "b": [5, 4]}, {"transA": 1, "transB": 1, "alpha": 0.5},
-     {"c": np.ones(5, np.float32)}, 17),
+    (
+        "Gemm",
+        {"a": [4, 3], "b": [5, 4]},
+        {"transA": 1, "transB": 1, "alpha": 0.5},
+        {"c": np.ones(5, np.float32)},
+        17,
+    ),
     ("Softmax", {"a": F}, {"axis": 1}, {}, 17),
     ("Softmax", {"a": F}, {}, {}, 11),
     ("LogSoftmax", {"a": F}, {}, {}, 17),
@@ -44,37 +62,67 @@ CASES = [
     ("Cast", {"a": F}, {"to": 7}, {}, 17),
     ("Gather", {"a": F}, {"axis": 1}, {"i": np.array([[0, 2], [-1, 1]])}, 17),
     ("GlobalAveragePool", {"a": [1, 3, 5, 5]}, {}, {}, 17),
-    ("LayerNormalization", {"a": F}, {"epsilon": 1e-3},
-     {"s": np.linspace(0.5, 1.5, 4, dtype=np.float32), "bias": np.ones(4, np.float32)}, 17),
-    ("BatchNormalization", {"a": [1, 3, 2, 2]}, {},
-     {"s": np.ones(3, np.float32), "b2": np.zeros(3, np.float32),
-      "m": np.arange(3, dtype=np.float32), "v": np.full(3, 2, np.float32)}, 17),
+    (
+        "LayerNormalization",
+        {"a": F},
+        {"epsilon": 1e-3},
+        {"s": np.linspace(0.5, 1.5, 4, dtype=np.float32), "bias": np.ones(4, np.float32)},
+        17,
+    ),
+    (
+        "BatchNormalization",
+        {"a": [1, 3, 2, 2]},
+        {},
+        {
+            "s": np.ones(3, np.float32),
+            "b2": np.zeros(3, np.float32),
+            "m": np.arange(3, dtype=np.float32),
+            "v": np.full(3, 2, np.float32),
+        },
+        17,
+    ),
     ("Where", {"c": (np.bool_, F), "a": F, "b": F}, {}, {}, 17),
     ("Equal", {"a": (np.int32, F), "b": (np.int32, F)}, {}, {}, 17),
 ]
 
 
-@pytest.mark.parametrize(("op", "inputs", "attrs", "consts", "opset"), CASES,
-                         ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("op", "inputs", "attrs", "consts", "opset"),
+    CASES,
+    ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)],
+)
 def test_op_matches_onnxruntime(op, inputs, attrs, consts, opset):
     names = [*inputs, *consts]
-    model = make_model([node(op, names, "out", **attrs)], inputs, ["out"],
-                       constants={k: np.asarray(v) for k, v in consts.items()}, opset=opset)
+    model = make_model(
+        [node(op, names, "out", **attrs)],
+        inputs,
+        ["out"],
+        constants={k: np.asarray(v) for k, v in consts.items()},
+        opset=opset,
+    )
     report = assert_matches_onnxruntime(model, ALL, rtol=1e-5, atol=1e-6)
     assert [p.backend for p in report.plan.partitions] == ["examplejson"], report.plan.table()
 
 
 def test_split_with_several_outputs():
-    model = make_model([node("Split", ["x"], ["a", "b", "c"], name="split", axis=1,
-                             num_outputs=3), node("Add", ["a", "c"], "s")],
-                       {"x": [2, 7]}, ["s", "b"], opset=18)
+    model = make_model(
+        [
+            node("Split", ["x"], ["a", "b", "c"], name="split", axis=1, num_outputs=3),
+            node("Add", ["a", "c"], "s"),
+        ],
+        {"x": [2, 7]},
+        ["s", "b"],
+        opset=18,
+    )
     assert_matches_onnxruntime(model, ALL)
 
 
 def test_the_guides_example_is_one_subgraph():
     model = make_model(
         [node("Add", ["a", "b"], "x"), node("Sub", ["x", "c"], "y"), node("Mul", ["y", "d"], "z")],
-        {k: [10, 10] for k in "abcd"}, ["z"])
+        {k: [10, 10] for k in "abcd"},
+        ["z"],
+    )
     report = assert_matches_onnxruntime(model, ALL)
     (part,) = report.plan.partitions
     assert codegen(part).splitlines()[:6] == [
@@ -88,8 +136,12 @@ def test_the_guides_example_is_one_subgraph():
 
 
 def test_serialize_and_deserialize_round_trip():
-    model = make_model([node("MatMul", ["x", "w"], "y"), node("Relu", ["y"], "r")],
-                       {"x": [3, 4]}, ["r"], constants={"w": np.eye(4, dtype=np.float32)})
+    model = make_model(
+        [node("MatMul", ["x", "w"], "y"), node("Relu", ["y"], "r")],
+        {"x": [3, 4]},
+        ["r"],
+        constants={"w": np.eye(4, dtype=np.float32)},
+    )
     compiled = byoc.compile(model, ALL)
     step = compiled.steps[0]
     hook = byoc.plugins.registry().hook
@@ -99,17 +151,23 @@ def test_serialize_and_deserialize_round_trip():
     assert np.array_equal(Module(again.source).run([x])[0], np.maximum(x, 0))
 
 
-@pytest.mark.parametrize(("text", "words"), [
-    ("", "first line must be the subgraph name"),
-    ("s\n  input 0 2\n  frob 1 inputs: 0 shape: 2\n  output 1\n", "unknown op 'frob'"),
-    ("s\n  input 0 2\n  add 1 inputs: 0 7 shape: 2\n  output 1\n", "undefined ids [7]"),
-    ("s\n  input 0 2\n  output 3\n", "undefined ids [3]"),
-    ("s\n  const 0 shape: 2 2 dtype: float32 data: AAAA\n  output 0\n", "need 16"),
-    ("s\n  const 0 shape: 2 dtype: object data: AAAA\n  output 0\n", "unknown dtype"),
-    ("s\n  input 0 2\n  relu 1 inputs: 0 shape: 2 attrs: [1]\n  output 1\n", "expected 'OP IDS"),
-    ("s\n  input 0 2\n  relu 1 inputs: 0 shape: 2 attrs: {]\n  output 1\n", "line 3"),
-    ("s\n  input 0 -2\n  output 0\n", "line 2"),
-])
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "first line must be the subgraph name"),
+        ("s\n  input 0 2\n  frob 1 inputs: 0 shape: 2\n  output 1\n", "unknown op 'frob'"),
+        ("s\n  input 0 2\n  add 1 inputs: 0 7 shape: 2\n  output 1\n", "undefined ids [7]"),
+        ("s\n  input 0 2\n  output 3\n", "undefined ids [3]"),
+        ("s\n  const 0 shape: 2 2 dtype: float32 data: AAAA\n  output 0\n", "need 16"),
+        ("s\n  const 0 shape: 2 dtype: object data: AAAA\n  output 0\n", "unknown dtype"),
+        (
+            "s\n  input 0 2\n  relu 1 inputs: 0 shape: 2 attrs: [1]\n  output 1\n",
+            "expected 'OP IDS",
+        ),
+        ("s\n  input 0 2\n  relu 1 inputs: 0 shape: 2 attrs: {]\n  output 1\n", "line 3"),
+        ("s\n  input 0 -2\n  output 0\n", "line 2"),
+    ],
+)
 def test_damaged_text_is_an_artifact_error(text, words):
     hook = byoc.plugins.registry().hook
     with pytest.raises(byoc.ArtifactError) as err:
@@ -127,10 +185,20 @@ def test_wrong_input_to_a_module_is_refused():
 
 def test_batchnorm_in_training_mode_is_refused_with_a_reason():
     model = make_model(
-        [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], name="bn",
-              training_mode=1)],
-        {"x": [2, 3, 2, 2]}, ["y"],
-        constants={k: np.ones(3, np.float32) for k in "sbmv"}, opset=15)
+        [
+            node(
+                "BatchNormalization",
+                ["x", "s", "b", "m", "v"],
+                ["y", "rm", "rv"],
+                name="bn",
+                training_mode=1,
+            )
+        ],
+        {"x": [2, 3, 2, 2]},
+        ["y"],
+        constants={k: np.ones(3, np.float32) for k in "sbmv"},
+        opset=15,
+    )
     plan = byoc.partition(model, ALL)
     assert plan.partitions == []
     assert any("inference-mode" in r for _, r in plan.decisions["bn"].refusals)
@@ -144,7 +212,12 @@ def test_ops_are_at_least_25():
 def test_helper_attribute_tensors_are_lists():
     # a Constant node inside a partition model is never emitted: constants come as `const` lines
     model = make_model(
-        [node("Constant", [], "c", value=helper.make_tensor("c", 1, [2], [1.0, 2.0])),
-         node("Mul", ["x", "c"], "y")], {"x": [2]}, ["y"])
+        [
+            node("Constant", [], "c", value=helper.make_tensor("c", 1, [2], [1.0, 2.0])),
+            node("Mul", ["x", "c"], "y"),
+        ],
+        {"x": [2]},
+        ["y"],
+    )
     report = assert_matches_onnxruntime(model, ALL)
     assert "const 1 shape: 2 dtype: float32" in codegen(report.plan.partitions[0])
