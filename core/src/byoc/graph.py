@@ -17,9 +17,19 @@ from byoc.errors import ModelError
 SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
 # Ops whose result is folded to a constant when every input is constant ("int8 behind Cast").
 _FOLDABLE = frozenset(
-    {"Constant", "Cast", "Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"}
+    {
+        "Constant",
+        "ConstantOfShape",
+        "Cast",
+        "Identity",
+        "Reshape",
+        "Squeeze",
+        "Unsqueeze",
+        "Flatten",
+    }
 )
 
+_MAX_FOLDED_FILL = 1 << 24  # elements: a bigger ConstantOfShape stays a node
 Dim = int | str | None
 # Element types stored two or four to a byte in raw_data.
 _PACKED = {
@@ -51,6 +61,9 @@ def _fold_op(
     """Evaluate a foldable op on constant inputs (weights behind Cast, biases behind Reshape)."""
     if op == "Cast":
         return x.astype(helper.tensor_dtype_to_np_dtype(attrs["to"]))
+    if op == "ConstantOfShape":  # x is the shape; the value defaults to float32 zero
+        value = np.asarray(attrs.get("value", np.zeros(1, np.float32)))
+        return np.full([int(d) for d in x], value.reshape(-1)[0], dtype=value.dtype)
     if op == "Reshape":
         assert second is not None
         dims = [int(d) for d in second]
@@ -218,11 +231,20 @@ class Graph:
                 node.op_type in _FOLDABLE
                 and node.domain in ("", "ai.onnx")
                 and all(name in constant_values for name in node.input if name)
+                and (node.op_type != "ConstantOfShape" or self._small_fill(node))
             ):
                 const_nodes.add(i)
                 constant_values.update(node.output)
         self._constant_values = constant_values
         return const_nodes
+
+    def _small_fill(self, node: onnx.NodeProto) -> bool:
+        """A ConstantOfShape folds only when its shape is an initializer of bounded size."""
+        shape = self.initializers.get(node.input[0]) if node.input else None
+        if shape is None:
+            return False
+        dims = numpy_helper.to_array(shape).reshape(-1)
+        return bool(np.all(dims >= 0)) and int(np.prod(dims, dtype=object)) <= _MAX_FOLDED_FILL
 
     # -- values ---------------------------------------------------------------------------
 

@@ -13,8 +13,12 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import platformdirs
+
+if TYPE_CHECKING:
+    import onnx
 
 
 @dataclass(frozen=True)
@@ -130,3 +134,42 @@ def fetch(model_id: str) -> Path:
 if __name__ == "__main__":
     for arg in sys.argv[1:]:
         print(fetch(arg))
+
+
+def light_models() -> list[Path]:
+    """The "light" conv nets the onnx package ships (ResNet-50, DenseNet-121, Inception, ...):
+    real architectures that need no download. Their weights are one constant each."""
+    import onnx
+
+    folder = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light"
+    return sorted(folder.glob("light_*.onnx"))
+
+
+def with_random_weights(path: str | os.PathLike[str], seed: int = 0) -> onnx.ModelProto:
+    """A light model whose constant-filled weights are random (fan-in scaled; 1-D ones, such as
+    batch-norm variances, in [0.5, 1.5]), so comparisons check real numbers."""
+    import numpy as np
+    from onnx import numpy_helper
+
+    from byoc.graph import Graph, read_model
+
+    model = read_model(path)
+    graph = Graph(model)
+    rng = np.random.default_rng(seed)
+    keep, weights = [], []
+    for i, node in enumerate(model.graph.node):
+        value = graph.constant(node.output[0]) if i in graph.const_nodes else None
+        if node.op_type == "ConstantOfShape" and value is not None and value.dtype == np.float32:
+            if value.ndim > 1:
+                fan_in = max(1, int(np.prod(value.shape[1:])))
+                w = rng.standard_normal(value.shape) / np.sqrt(fan_in)
+            else:
+                w = rng.uniform(0.5, 1.5, value.shape)
+            weights.append(numpy_helper.from_array(w.astype(np.float32), node.output[0]))
+        else:
+            keep.append(node)
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    model.graph.initializer.extend(weights)
+    model.ir_version = max(model.ir_version, 7)  # IR < 4 wants every initializer as an input
+    return model

@@ -158,6 +158,13 @@ def _binary(node: NodeView) -> str | None:
     return None
 
 
+def _sum(node: NodeView) -> str | None:
+    """Sum of two tensors is Add (old opsets spell residual connections this way)."""
+    if len([i for i in node.inputs if i]) != 2:
+        return "only Sum of two inputs is supported"
+    return _binary(node)
+
+
 def _pool(node: NodeView) -> str | None:
     a = node.attrs
     if not 3 <= _rank(node) <= 5:
@@ -216,6 +223,7 @@ _CHECKS: dict[str, Check] = {
     "BatchNormalization": _batchnorm,
     **{t: _ok for t in ELTWISE},
     **{t: _binary for t in BINARY},
+    "Sum": _sum,
     "MaxPool": _pool,
     "AveragePool": _pool,
     "GlobalAveragePool": _global_pool,

@@ -412,6 +412,9 @@ class Lowering:
     def _Add(self, node: NodeView) -> None:
         self._binary(node, "add")
 
+    def _Sum(self, node: NodeView) -> None:  # two inputs: the support check made sure
+        self._binary(node, "add")
+
     def _Sub(self, node: NodeView) -> None:
         self._binary(node, "sub")
 
