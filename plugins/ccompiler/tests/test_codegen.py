@@ -323,7 +323,6 @@ def test_cli_dump_dir_writes_the_c_source(tmp_path, cache):
         text=True,
         check=False,
     )
-    if "No module named byoc.cli.__main__" in done.stderr or done.returncode != 0:
-        pytest.skip(f"the byoc CLI could not run here: {done.stderr[-200:]}")
+    assert done.returncode == 0, done.stderr[-500:]
     source = (tmp_path / "out" / "ccompiler_0.c").read_text()
     assert exported(source) == ["ccompiler_0"]

@@ -103,8 +103,6 @@ def test_serialize_deserialize_run(config):
 
 
 def test_save_and_load_whole_model(tmp_path, config):
-    if not hasattr(byoc.CompiledModel, "save"):
-        pytest.skip("this byoc has no CompiledModel.save yet")
     compiled = byoc.compile(chain_model(), config())
     compiled.save(tmp_path / "m.byoc")
     again = byoc.load(tmp_path / "m.byoc")
