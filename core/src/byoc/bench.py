@@ -13,15 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import onnxruntime as ort
 
-from byoc.compare import random_inputs
+from byoc.compare import with_reference
 from byoc.config import load_config
-from byoc.errors import ConfigError, ModelError
-from byoc.executor import build
+from byoc.errors import ConfigError
 from byoc.fallback import session_options
-from byoc.graph import Graph
-from byoc.pipeline import ConfigLike, ModelLike, partition
+from byoc.pipeline import ConfigLike, ModelLike
 from byoc.progress import ProgressFn
 
 
@@ -136,22 +133,10 @@ def bench(
     if runs < 1 or warmup < 0:
         raise ConfigError(f"bench needs runs >= 1 and warmup >= 0, got {runs} and {warmup}")
     cfg = load_config(config)
-    plan = partition(model, cfg)
-    compiled = build(plan, cfg, progress=progress)
-    if inputs is None:
-        inputs = random_inputs(
-            Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
-        )
-    source = plan.source if plan.source is not None else plan.model
-    try:
-        session = ort.InferenceSession(
-            source.SerializeToString(),
-            session_options(cfg.fallback),
-            providers=["CPUExecutionProvider"],
-        )
-    except Exception as exc:
-        raise ModelError(f"onnxruntime (the reference) cannot load the model: {exc}") from None
-    feeds = dict(inputs)
+    _, compiled, feeds, session = with_reference(
+        model, cfg, inputs, progress, session_options(cfg.fallback)
+    )
+    inputs = feeds
     for _ in range(warmup):
         compiled.run(inputs)
         session.run(None, feeds)

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
-from byoc.config import load_config
+from byoc.config import Config, load_config
 from byoc.errors import InputError, ModelError
-from byoc.executor import build
+from byoc.executor import CompiledModel, build
 from byoc.graph import Graph
 from byoc.pipeline import ConfigLike, ModelLike, partition
 from byoc.progress import ProgressFn
@@ -187,6 +187,34 @@ def compare_arrays(
     return OutputReport(name, want.shape, max_abs, max_rel, ok)
 
 
+def with_reference(
+    model: ModelLike,
+    config: ConfigLike,
+    inputs: Mapping[str, np.ndarray] | None,
+    progress: ProgressFn | None = None,
+    options: ort.SessionOptions | None = None,
+) -> tuple[Config, CompiledModel, dict[str, np.ndarray], ort.InferenceSession]:
+    """Compile ``model`` and open plain onnxruntime on the model as read (the reference).
+
+    Inputs are random (``[shapes]``, ``[compare] seed`` and ``inputs``) unless given.
+    """
+    cfg = load_config(config)
+    plan = partition(model, cfg)
+    compiled = build(plan, cfg, progress=progress)
+    if inputs is None:
+        inputs = random_inputs(
+            Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
+        )
+    source = plan.source if plan.source is not None else plan.model
+    try:
+        reference = ort.InferenceSession(
+            source.SerializeToString(), options, providers=["CPUExecutionProvider"]
+        )
+    except Exception as exc:  # onnxruntime refuses what the ONNX checker let through
+        raise ModelError(f"onnxruntime (the reference) cannot load the model: {exc}") from None
+    return cfg, compiled, dict(inputs), reference
+
+
 def compare(
     model: ModelLike,
     config: ConfigLike = None,
@@ -200,21 +228,8 @@ def compare(
 
     ``progress`` is passed to ``build`` (see ``byoc.compile``).
     """
-    cfg = load_config(config)
-    plan = partition(model, cfg)
-    compiled = build(plan, cfg, progress=progress)
-    if inputs is None:
-        inputs = random_inputs(
-            Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
-        )
+    cfg, compiled, inputs, reference = with_reference(model, config, inputs, progress)
     got = compiled.run(inputs)
-    source = plan.source if plan.source is not None else plan.model
-    try:
-        reference = ort.InferenceSession(
-            source.SerializeToString(), providers=["CPUExecutionProvider"]
-        )
-    except Exception as exc:  # onnxruntime refuses what the ONNX checker let through
-        raise ModelError(f"onnxruntime (the reference) cannot load the model: {exc}") from None
     try:
         results = reference.run(compiled.outputs, dict(inputs))
     except Exception as exc:  # the model itself fails on these inputs
@@ -223,4 +238,4 @@ def compare(
     rtol = cfg.compare["rtol"] if rtol is None else rtol
     atol = cfg.compare["atol"] if atol is None else atol
     reports = [compare_arrays(n, got[n], want[n], rtol, atol) for n in compiled.outputs]
-    return CompareReport(reports, rtol, atol, plan)
+    return CompareReport(reports, rtol, atol, compiled.plan)
