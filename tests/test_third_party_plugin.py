@@ -51,7 +51,9 @@ def test_a_pip_installed_plugin_is_discovered_and_claims_nodes(tmp_path):
 
     model = make_model([node("Neg", ["x"], "n"), node("Exp", ["n"], "e")], {"x": [2, 3]}, ["e"])
     onnx.save(model, tmp_path / "m.onnx")
-    (tmp_path / "byoc.toml").write_text('backends = ["thirdparty"]\n')
+    (tmp_path / "byoc.toml").write_text(
+        'backends = ["thirdparty"]\n[compile]\nplacement = "static"\n'
+    )
     cfg = tmp_path / "byoc.toml"
     plan = run(python, "-m", "byoc.cli", "partition", tmp_path / "m.onnx", "-c", cfg, "--json")
     assert json.loads(plan.stdout)["partitions"] == [

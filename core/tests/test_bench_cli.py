@@ -40,7 +40,7 @@ def files(tmp_path):
     onnx.save(model(), tmp_path / "m.onnx")
     (tmp_path / "byoc.toml").write_text(
         'backends = ["examplejson"]\n[backend.examplejson]\nops = ["Add", "Mul", "Relu"]\n'
-        "[shapes]\nx = [2, 8]\n"
+        '[shapes]\nx = [2, 8]\n[compile]\nplacement = "static"\n'
     )
     return tmp_path / "m.onnx", tmp_path / "byoc.toml"
 

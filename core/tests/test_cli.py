@@ -37,6 +37,7 @@ def diamond(tmp_path):
     cfg = tmp_path / "byoc.toml"
     cfg.write_text(
         'backends = ["examplejson"]\n[backend.examplejson]\nops = ["Abs", "Relu", "Add"]\n'
+        '[compile]\nplacement = "static"\n'
     )
     return path, cfg
 

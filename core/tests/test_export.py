@@ -296,6 +296,7 @@ def test_cli_compile_then_run_the_file_whatever_its_name(tmp_path):
     onnx.save(small_model(), tmp_path / "m.onnx")
     (tmp_path / "byoc.toml").write_text(
         'backends = ["examplejson"]\n[backend.examplejson]\nops = ["Add", "Mul", "Relu"]\n'
+        '[compile]\nplacement = "static"\n'
     )
     out = tmp_path / "compiled.bin"  # detected by content, not by suffix
     done = byoc_cli("compile", tmp_path / "m.onnx", "-c", tmp_path / "byoc.toml", "-o", out)

@@ -66,7 +66,9 @@ def test_long_chains_and_large_graphs_collapse():
 
 def test_cli_formats(tmp_path):
     onnx.save(diamond(), tmp_path / "m.onnx")
-    (tmp_path / "byoc.toml").write_text('backends = ["examplejson"]\n')
+    (tmp_path / "byoc.toml").write_text(
+        'backends = ["examplejson"]\n[compile]\nplacement = "static"\n'
+    )
     cli = [sys.executable, "-m", "byoc.cli", "partition", tmp_path / "m.onnx"]
     cli += ["-c", tmp_path / "byoc.toml"]
     done = subprocess.run(

@@ -21,11 +21,12 @@ from byoc.errors import (
     ModelError,
     PluginError,
 )
-from byoc.executor import CompiledModel, build, compile, load_module
+from byoc.executor import CompiledModel, build, load_module
 from byoc.export import load
 from byoc.graph import NodeView, TensorType
 from byoc.pipeline import partition
-from byoc.plan import Composite, Partition, Plan
+from byoc.placement import compile
+from byoc.plan import Composite, Measurement, Partition, Placement, Plan
 from byoc.plugins import hookimpl
 
 __version__ = "0.1.0"
@@ -40,9 +41,11 @@ __all__ = [
     "Config",
     "ConfigError",
     "InputError",
+    "Measurement",
     "ModelError",
     "NodeView",
     "Partition",
+    "Placement",
     "Plan",
     "PluginError",
     "TensorType",

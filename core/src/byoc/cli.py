@@ -91,10 +91,22 @@ def _defaults(b: Any) -> dict[str, Any]:
     return byoc.Config().backend_table(b.name, b.options)
 
 
+def _placed_plan(args: argparse.Namespace) -> byoc.Plan:
+    """The plan ``byoc compile`` would run: with measured placement (the default) that means
+    compiling and measuring (cached after the first time); otherwise the static plan."""
+    cfg = byoc.load_config(args.config)
+    if cfg.compile["placement"] != "measured":
+        return byoc.partition(args.model, cfg)
+    with _progress(args) as progress:
+        plan = byoc.compile(args.model, cfg, progress=progress).plan
+    assert plan is not None
+    return plan
+
+
 def cmd_partition(args: argparse.Namespace) -> int:
     from byoc import render
 
-    plan = byoc.partition(args.model, args.config)
+    plan = _placed_plan(args)
     fmt = "json" if args.json else args.format
     if fmt == "json":
         text = json.dumps(plan.to_json(), indent=2)
@@ -120,7 +132,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
             f"--backend: no backend named '{args.backend}' is installed "
             f"(installed: {', '.join(registry().backends)})"
         )
-    plan = byoc.partition(args.model, args.config)
+    plan = _placed_plan(args)
     if args.json:
         print(json.dumps(explain_json(plan, args.backend), indent=2))
     else:
@@ -224,9 +236,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="table (default), json, dot (Graphviz source) or svg (a picture of the plan)",
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p = add("explain", cmd_explain, "say for every node who claimed it, or why not")
     p.add_argument("--backend", metavar="NAME", help="only this backend's partitions and reasons")
     p.add_argument("--json", action="store_true", help="print one entry per node as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p = add("compare", cmd_compare, "compare outputs with onnxruntime (exit 1 on mismatch)")
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("--json", action="store_true", help="print the report as JSON")

@@ -10,81 +10,13 @@ import numpy as np
 import onnxruntime as ort
 
 from byoc.config import Config, load_config
-from byoc.errors import InputError, ModelError
-from byoc.executor import CompiledModel, build
+from byoc.errors import ModelError
+from byoc.executor import CompiledModel
 from byoc.graph import Graph
-from byoc.pipeline import ConfigLike, ModelLike, partition
+from byoc.inputs import random_inputs
+from byoc.pipeline import ConfigLike, ModelLike
+from byoc.placement import compile
 from byoc.progress import ProgressFn
-
-MAX_RANDOM_ELEMENTS = 1 << 28  # per input: 1 GiB of float32
-
-
-def random_inputs(
-    model: Any,
-    shapes: Mapping[str, list[int]] | None = None,
-    seed: int = 0,
-    fixed: Mapping[str, Any] | None = None,
-) -> dict[str, np.ndarray]:
-    """Random arrays for a model's inputs (a Graph, a ModelProto, a path, or a signature
-    ``{name: TensorType}`` such as ``CompiledModel.inputs``).
-
-    Floats are standard normal, integers uniform in [0, 10), booleans fair coins; ``fixed``
-    (the config's ``[compare] inputs``) gives named inputs a value instead: a number fills the
-    input, a nested list is the whole input. A symbolic dim that ``shapes`` does not fix is an
-    InputError naming the input and the dim.
-    """
-    from byoc.graph import load_model
-
-    if isinstance(model, Mapping):  # a signature: CompiledModel.inputs
-        types = dict(model)
-    else:
-        graph = model if isinstance(model, Graph) else Graph(load_model(model, shapes))
-        types = {n: graph.type_of(n) for n in graph.inputs}
-    unknown = sorted(set(fixed or {}) - set(types))
-    if unknown:
-        raise InputError(
-            f"[compare] inputs names {', '.join(map(repr, unknown))}, but the model's inputs are "
-            f"{', '.join(map(repr, types))}"
-        )
-    rng = np.random.default_rng(seed)
-    out: dict[str, np.ndarray] = {}
-    for name, tt in types.items():
-        if tt is None or tt.dtype is None or tt.shape is None:
-            raise InputError(f"input '{name}' has no known type and shape; give it with --input")
-        given = list((shapes or {}).get(name, tt.shape))
-        dims: list[int] = []
-        for i, d in enumerate(given):
-            if isinstance(d, int):
-                dims.append(d)
-            else:
-                example = [x if isinstance(x, int) else 1 for x in given]
-                raise InputError(
-                    f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
-                    f"config's [shapes] table, e.g. {name} = {example}"
-                )
-        size = int(np.prod(dims, dtype=object))
-        if size > MAX_RANDOM_ELEMENTS:
-            raise InputError(
-                f"input '{name}' has shape {tuple(dims)} ({size} elements), too big for random "
-                f"inputs (limit {MAX_RANDOM_ELEMENTS}); give smaller dims in [shapes] or --input"
-            )
-        if fixed and name in fixed:
-            try:
-                out[name] = np.broadcast_to(np.asarray(fixed[name], tt.dtype), dims).copy()
-            except (TypeError, ValueError) as exc:
-                raise InputError(
-                    f"[compare] inputs gives '{name}' the value {fixed[name]!r}, which does not "
-                    f"fit its type {tt}: {exc}"
-                ) from None
-        elif tt.dtype.kind == "f":
-            out[name] = rng.standard_normal(dims).astype(tt.dtype)
-        elif tt.dtype.kind in "iu":
-            out[name] = rng.integers(0, 10, dims).astype(tt.dtype)
-        elif tt.dtype.kind == "b":
-            out[name] = rng.integers(0, 2, dims).astype(bool)
-        else:
-            raise InputError(f"input '{name}' has dtype {tt.dtype}; give it with --input")
-    return out
 
 
 @dataclass
@@ -199,8 +131,9 @@ def with_reference(
     Inputs are random (``[shapes]``, ``[compare] seed`` and ``inputs``) unless given.
     """
     cfg = load_config(config)
-    plan = partition(model, cfg)
-    compiled = build(plan, cfg, progress=progress)
+    compiled = compile(model, cfg, inputs=inputs, progress=progress)
+    plan = compiled.plan
+    assert plan is not None
     if inputs is None:
         inputs = random_inputs(
             Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]

@@ -65,11 +65,30 @@ COMPILE_KEYS: dict[str, tuple[Any, Any, str]] = {
         "how many input-shape signatures a compiled model keeps compiled when run with shapes "
         "other than [shapes] (0: refuse other shapes)",
     ),
+    "placement": (
+        str,
+        "measured",
+        "measured: time each backend partition against onnxruntime on real inputs and keep "
+        "only those that win; static: keep every partition the backends claim",
+    ),
+    "margin": (
+        float,
+        0.02,
+        "measured placement: how much faster than onnxruntime a partition (and the whole "
+        "compiled model) must be to stay, e.g. 0.02 for 2%",
+    ),
+    "whole_model_fallback": (
+        bool,
+        True,
+        "measured placement: run the model as one plain onnxruntime session when the "
+        "compiled model still loses to it",
+    ),
 }
 TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare", "compile")
 _CHOICES = {
     "graph_optimization_level": ("disable", "basic", "extended", "all"),
     "on_backend_error": ("raise", "onnxruntime"),
+    "placement": ("measured", "static"),
 }
 
 
@@ -82,7 +101,9 @@ class Config:
     fallback: dict[str, Any] = field(default_factory=dict)
     shapes: dict[str, list[int]] = field(default_factory=dict)
     compare: dict[str, Any] = field(default_factory=dict)
-    compile: dict[str, Any] = field(default_factory=lambda: {"shape_cache": 8})
+    compile: dict[str, Any] = field(
+        default_factory=lambda: {k: v[1] for k, v in COMPILE_KEYS.items()}
+    )
     source: str = "<dict>"
     fallback_explicit: set[str] = field(default_factory=set)  # [fallback] keys the user set
 
@@ -135,6 +156,11 @@ def _parse(data: dict[str, Any], source: str) -> Config:
     if cfg.compile["shape_cache"] < 0:
         raise ConfigError(
             f"{source}: 'compile.shape_cache' must be 0 or more, got {cfg.compile['shape_cache']}"
+        )
+    if not 0 <= cfg.compile["margin"] < 1:
+        raise ConfigError(
+            f"{source}: 'compile.margin' must be at least 0 and below 1, got "
+            f"{cfg.compile['margin']}"
         )
     for name, table in _table(data, "backend", source).items():
         if not isinstance(table, dict):

@@ -6,7 +6,7 @@ import os
 import threading
 import time
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -16,7 +16,8 @@ import numpy as np
 from byoc.config import Config, load_config
 from byoc.errors import ArtifactError, BackendError, ByocError, ConfigError, InputError
 from byoc.graph import Graph, TensorType
-from byoc.pipeline import ConfigLike, ModelLike, partition, resolve_backends
+from byoc.inputs import check_inputs
+from byoc.pipeline import ConfigLike, partition, resolve_backends
 from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry, registry
 from byoc.progress import ProgressFn
@@ -225,100 +226,6 @@ def _plan_drops(steps: list[Step], keep: set[str]) -> None:
             steps[i].drop.append(name)
 
 
-def check_inputs(
-    expected: Mapping[str, TensorType | None], given: Mapping[str, Any]
-) -> dict[str, np.ndarray]:
-    """Check names, dtypes and shapes of run inputs; raise InputError saying what is wrong."""
-    if not isinstance(given, Mapping):
-        raise InputError(f"inputs must be a dict {{name: array}}, got {type(given).__name__}")
-    unknown = [n for n in given if n not in expected]
-    if unknown:
-        raise InputError(
-            f"unknown input {', '.join(repr(n) for n in unknown)}; "
-            f"the model's inputs are {', '.join(repr(n) for n in expected)}"
-        )
-    missing = [n for n in expected if n not in given]
-    if missing:
-        raise InputError(f"missing input {', '.join(repr(n) for n in missing)}")
-    out: dict[str, np.ndarray] = {}
-    symbols: dict[str, tuple[int, str]] = {}
-    for name, want in expected.items():
-        value = _as_array(name, given[name], want.dtype if want else None)
-        if want is not None:
-            _check_one(name, value, want, symbols)
-        # Backends (C code included) may assume C order, alignment and native byte order.
-        out[name] = np.require(value, value.dtype.newbyteorder("="), ["C", "A"])
-    return out
-
-
-def _as_array(name: str, value: Any, want: np.dtype[Any] | None) -> np.ndarray:
-    """An ndarray for ``value``: arrays as they are (subclasses unwrapped), numbers and nested
-    lists converted when that loses nothing; anything else is an InputError."""
-    if isinstance(value, np.ndarray | np.generic):
-        value = np.asarray(value)
-    elif isinstance(value, list | tuple | int | float | bool | complex):
-        try:
-            natural = np.asarray(value)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"input '{name}' is not an array: {exc}") from None
-        if want is not None and natural.dtype.kind in "biufc":
-            if not np.can_cast(natural.dtype, want, "same_kind"):
-                raise InputError(
-                    f"input '{name}' is a {type(value).__name__} of {natural.dtype} values; the "
-                    f"model expects {want}: pass a numpy array of dtype {want}"
-                )
-            natural = natural.astype(want)
-        value = natural
-    else:
-        raise InputError(
-            f"input '{name}' is a {type(value).__name__}, not an array; pass a numpy array"
-        )
-    if value.dtype.kind in "OV" and (want is None or value.dtype != want):
-        raise InputError(
-            f"input '{name}' has dtype {value.dtype} (Python objects or raw records), which no "
-            f"backend can read; the model expects {want if want is not None else 'a tensor'}"
-        )
-    if (
-        want is not None
-        and value.dtype.byteorder not in "=|"
-        and value.dtype == want.newbyteorder(value.dtype.byteorder)
-    ):
-        value = value.astype(want)
-    if want is not None and want.kind == "O" and value.dtype.kind in "US":
-        value = value.astype(object)  # ONNX strings: onnxruntime takes object arrays of str
-    return value
-
-
-def _check_one(
-    name: str, value: np.ndarray, want: TensorType, symbols: dict[str, tuple[int, str]]
-) -> None:
-    if want.dtype is not None and value.dtype != want.dtype:
-        raise InputError(
-            f"input '{name}' has dtype {value.dtype} but the model expects {want.dtype}"
-        )
-    if want.shape is None:
-        return
-    shown = tuple(d if d is not None else "?" for d in want.shape)
-    if value.ndim != len(want.shape):
-        raise InputError(
-            f"input '{name}' has shape {value.shape} (rank {value.ndim}) but the model expects "
-            f"{shown} (rank {len(want.shape)})"
-        )
-    for i, (got, dim) in enumerate(zip(value.shape, want.shape, strict=True)):
-        if isinstance(dim, int) and got != dim:
-            raise InputError(
-                f"input '{name}' has shape {value.shape} but the model expects {shown} "
-                f"(dim {i} must be {dim})"
-            )
-        if isinstance(dim, str):
-            seen = symbols.setdefault(dim, (got, name))
-            if seen[0] != got:
-                raise InputError(
-                    f"inconsistent symbolic dim '{dim}': {seen[0]} in input '{seen[1]}' but "
-                    f"{got} in input '{name}'"
-                )
-
-
 def fallback_config(cfg: Config, plan: Plan, reg: Registry) -> dict[str, Any]:
     """The [fallback] table, with defaults asked for by the backends that have partitions.
 
@@ -338,11 +245,17 @@ def fallback_config(cfg: Config, plan: Plan, reg: Registry) -> dict[str, Any]:
 
 
 def build(
-    plan: Plan, config: ConfigLike = None, *, progress: ProgressFn | None = None
+    plan: Plan,
+    config: ConfigLike = None,
+    *,
+    progress: ProgressFn | None = None,
+    reuse: Callable[[Partition], tuple[Any, Any] | None] | None = None,
 ) -> CompiledModel:
-    """Run codegen and create a runtime for every unit of a plan.
+    """Run codegen and create a runtime for every unit of a plan, as the plan says (no
+    measured placement: ``byoc.compile`` does that).
 
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled.
+    ``reuse(unit)`` may give an ``(artifact, runtime)`` already made for an identical unit.
     """
     cfg = load_config(config if config is not None else plan.config)
     reg = registry()
@@ -356,7 +269,8 @@ def build(
         if progress is not None:
             progress(i, len(plan.schedule), unit.name)
         table = fb if unit.backend == FALLBACK else tables[unit.backend]
-        artifact, runtime = _runtime(reg, unit.backend, unit, table)
+        made = reuse(unit) if reuse is not None else None
+        artifact, runtime = made if made is not None else _runtime(reg, unit.backend, unit, table)
         steps.append(Step(unit, artifact, runtime))
     used = {p.backend for p in plan.partitions}
     compiled = CompiledModel(
@@ -368,18 +282,6 @@ def build(
 
 def _compile_source(source: Any, cfg: Config) -> CompiledModel:
     return build(partition(source, cfg), cfg)
-
-
-def compile(
-    model: ModelLike, config: ConfigLike = None, *, progress: ProgressFn | None = None
-) -> CompiledModel:
-    """Partition a model, generate code for every partition and make it runnable.
-
-    ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
-    (``byoc.progress.TerminalProgress`` draws a bar on a terminal).
-    """
-    cfg = load_config(config)
-    return build(partition(model, cfg), cfg, progress=progress)
 
 
 def load_module(path: str | os.PathLike[str], backend: str, config: ConfigLike = None) -> Any:

@@ -37,7 +37,10 @@ def explain_json(plan: Plan, backend: str | None = None) -> dict[str, Any]:
                 "reasons": [{"backend": b, "reason": r} for b, r in node_reasons(d, backend)],
             }
         )
-    return {"partitions": [p.to_json() for p in plan.partitions], "nodes": nodes}
+    out = {"partitions": plan.to_json()["partitions"], "nodes": nodes}
+    if plan.placement is not None:
+        out["placement"] = plan.placement.to_json()
+    return out
 
 
 def explain_text(plan: Plan, backend: str | None = None) -> str:
@@ -53,6 +56,9 @@ def explain_text(plan: Plan, backend: str | None = None) -> str:
         lines.append(
             f"{part.name} ({part.backend}): {len(work)} node(s)" + _extra(part.nodes, work)
         )
+        measured = plan.placement.of(part) if plan.placement else None
+        if measured is not None:
+            lines.append(f"    measured: {measured.summary()}")
         in_composite = {n for c in part.composites for n in c.nodes}
         singles = [f"{n} ({op[n]})" for n in work if n not in in_composite]
         if singles:
@@ -85,6 +91,7 @@ def explain_text(plan: Plan, backend: str | None = None) -> str:
     if const:
         summary += f"; {len(const)} constant node(s), bound inside the units that read them"
     lines.extend(_wrap(summary, ""))
+    lines.extend(plan.placement_lines())
     return "\n".join(lines)
 
 

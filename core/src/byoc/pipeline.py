@@ -75,8 +75,17 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
     return active, skipped
 
 
-def partition(model: ModelLike, config: ConfigLike = None) -> Plan:
-    """Partition a model between the configured backends and onnxruntime."""
+def partition(
+    model: ModelLike,
+    config: ConfigLike = None,
+    *,
+    vetoes: Mapping[str, Mapping[str, str]] | None = None,
+) -> Plan:
+    """Partition a model between the configured backends and onnxruntime.
+
+    ``vetoes`` maps node names to ``{backend: reason}``: those backends may not claim those
+    nodes, alone or in a composite (measured placement returns losing partitions this way).
+    """
     cfg = load_config(config)
     reg = registry()
     active, skipped = resolve_backends(cfg, reg)
@@ -85,6 +94,7 @@ def partition(model: ModelLike, config: ConfigLike = None) -> Plan:
     n = len(graph.nodes)
     labels: list[str | None] = [None] * n
     refusals: dict[int, list[tuple[str, str]]] = {}
+    vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items() if k in graph.index}
     candidates = [
         Candidate(
             a.name, reg.supported_ops(a.name, a.table), a.table["ops"], a.table["exclude_ops"]
@@ -94,12 +104,15 @@ def partition(model: ModelLike, config: ConfigLike = None) -> Plan:
     allowed = {c.name: c.allowed for c in candidates}
     tables = [(a.name, reg.pattern_table(a.name, a.table)) for a in active]
     matches = merge_composite(  # 2. MergeComposite
-        graph, tables, lambda b, t: allowed[b](t), refusals
+        graph,
+        tables,
+        lambda b, i: vetoed.get(i, {}).get(b) or allowed[b](graph.nodes[i].op_type),
+        refusals,
     )
     for m in matches:
         for member in m.members:
             labels[member] = m.backend
-    annotate_target(graph, candidates, labels, refusals)  # 3. AnnotateTarget
+    annotate_target(graph, candidates, labels, refusals, vetoed)  # 3. AnnotateTarget
     regions = Regions(graph, labels, [m.members for m in matches])
     merge_compiler_regions(regions)  # 4. MergeCompilerRegions
     kept = _prune(graph, regions, labels, {a.name: a for a in active}, refusals)

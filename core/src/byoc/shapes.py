@@ -21,6 +21,7 @@ import onnx
 
 from byoc.config import Config
 from byoc.graph import Graph, TensorType
+from byoc.inputs import check_inputs
 
 if TYPE_CHECKING:
     from byoc.executor import CompiledModel
@@ -70,8 +71,6 @@ class Specializations:
 
     def model_for(self, inputs: Mapping[str, Any]) -> CompiledModel:
         """The variant compiled for these inputs' shapes; InputError if the model refuses them."""
-        from byoc.executor import check_inputs
-
         checked = check_inputs(self.declared, inputs)  # a wrong static dim fails here
         key: ShapeKey = tuple(
             (name, tuple(value.shape))

@@ -306,6 +306,7 @@ def test_cli_dump_dir_writes_the_c_source(tmp_path, cache):
     onnx.save(guide_model(), tmp_path / "guide.onnx")
     (tmp_path / "byoc.toml").write_text(
         f'backends = ["ccompiler"]\n[backend.ccompiler]\ncache_dir = "{cache}"\n'
+        '[compile]\nplacement = "static"\n'
     )
     done = subprocess.run(
         [

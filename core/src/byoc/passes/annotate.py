@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,14 +32,16 @@ def annotate_target(
     candidates: list[Candidate],
     labels: list[str | None],
     refusals: dict[int, list[tuple[str, str]]],
+    vetoed: Mapping[int, Mapping[str, str]] | None = None,
 ) -> None:
     """Label each unlabelled node with the first backend whose check accepts it.
 
     Rules: composite members are already labelled; constants (initializers, Constant, Cast of a
     constant) and nodes with subgraphs (If, Loop, Scan) are never claimed; ops outside the
     default ONNX domain are never claimed; a backend claims a node when the op type is allowed
-    by its config and its check returns None. Nodes nobody claims keep the label None (the
-    fallback). Every refusal is recorded with its reason.
+    by its config, no veto (``vetoed[node][backend]``, a reason) forbids it, and its check
+    returns None. Nodes nobody claims keep the label None (the fallback). Every refusal is
+    recorded with its reason.
     """
     for i, node in enumerate(graph.nodes):
         if labels[i] is not None or i in graph.const_nodes:
@@ -52,7 +54,7 @@ def annotate_target(
             continue
         view = graph.view(i)
         for cand in candidates:
-            reason = cand.allowed(node.op_type)
+            reason = (vetoed or {}).get(i, {}).get(cand.name) or cand.allowed(node.op_type)
             if reason is None and node.op_type not in cand.checks:
                 reason = f"{node.op_type} is not supported"
             if reason is None:

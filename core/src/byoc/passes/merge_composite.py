@@ -19,15 +19,15 @@ class CompositeMatch:
 def merge_composite(
     graph: Graph,
     tables: list[tuple[str, list[tuple[str, object, Callable[[Match], str | None] | None]]]],
-    allowed: Callable[[str, str], str | None],
+    allowed: Callable[[str, int], str | None],
     refusals: dict[int, list[tuple[str, str]]],
 ) -> list[CompositeMatch]:
     """Find composite matches, backends in priority order and each table in its order.
 
     Rules: the first pattern (of the first backend) to match a node wins; a match is rejected
     when one of its interior (non-root) values is used outside it or is a graph output, when it
-    overlaps an earlier match, when a member's op type is not allowed for the backend
-    (``allowed(backend, op_type)`` gives the reason), or when the pattern's check refuses.
+    overlaps an earlier match, when a member is not allowed for the backend
+    (``allowed(backend, node index)`` gives the reason), or when the pattern's check refuses.
     Refusals are recorded per root node for ``byoc explain``.
     """
     taken: set[int] = set()
@@ -41,12 +41,7 @@ def merge_composite(
                 for members in match_at(pattern, graph, root):  # type: ignore[arg-type]
                     reason = _refuse(graph, members, root, taken, outputs)
                     if reason is None:
-                        reason = next(
-                            filter(
-                                None, (allowed(backend, graph.nodes[m].op_type) for m in members)
-                            ),
-                            None,
-                        )
+                        reason = next(filter(None, (allowed(backend, m) for m in members)), None)
                     if reason is None and check is not None:
                         try:
                             reason = check(Match(name, graph, members))

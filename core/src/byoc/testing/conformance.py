@@ -82,10 +82,13 @@ def conformance_backend(backend_name: str) -> str:
 @pytest.fixture
 def backend_config(conformance_backend: str) -> dict[str, Any]:
     """The byoc config the suite uses: only this backend, keeping one-node partitions (the
-    suite's graphs are small). Override to set its options."""
+    suite's graphs are small) and every partition it claims (static placement: the suite
+    checks the backend's kernels, not whether they beat onnxruntime). Override to set its
+    options."""
     return {
         "backends": [conformance_backend],
         "backend": {conformance_backend: {"min_partition_nodes": 1, "prune": False}},
+        "compile": {"placement": "static"},
     }
 
 

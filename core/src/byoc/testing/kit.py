@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from byoc.compare import compare, random_inputs
+from byoc.config import load_config
 from byoc.pipeline import ConfigLike, ModelLike
 
 __all__ = ["assert_matches_onnxruntime", "random_inputs"]
@@ -21,8 +23,14 @@ def assert_matches_onnxruntime(
     atol: float | None = None,
 ) -> Any:
     """Compile ``model`` with ``config``, run it and onnxruntime, and fail with the per-output
-    table unless every output is within tolerance. Returns the report (its ``plan`` too)."""
-    report = compare(model, config, inputs, rtol=rtol, atol=atol)
+    table unless every output is within tolerance. Returns the report (its ``plan`` too).
+
+    Placement is static: every partition the backends claim runs on them, so their kernels
+    are what is checked (measured placement could return a partition to onnxruntime).
+    """
+    cfg = load_config(config)
+    cfg = dataclasses.replace(cfg, compile={**cfg.compile, "placement": "static"})
+    report = compare(model, cfg, inputs, rtol=rtol, atol=atol)
     if not report.passed:
         raise AssertionError("byoc does not match onnxruntime:\n" + report.table())
     return report

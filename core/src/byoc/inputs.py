@@ -1,0 +1,173 @@
+"""Model inputs: checking what a user passes to ``run``, and making random ones."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from byoc.errors import InputError
+from byoc.graph import Graph, TensorType, load_model
+
+MAX_RANDOM_ELEMENTS = 1 << 28  # per input: 1 GiB of float32
+
+
+def random_inputs(
+    model: Any,
+    shapes: Mapping[str, list[int]] | None = None,
+    seed: int = 0,
+    fixed: Mapping[str, Any] | None = None,
+) -> dict[str, np.ndarray]:
+    """Random arrays for a model's inputs (a Graph, a ModelProto, a path, or a signature
+    ``{name: TensorType}`` such as ``CompiledModel.inputs``).
+
+    Floats are standard normal, integers uniform in [0, 10), booleans fair coins; ``fixed``
+    (the config's ``[compare] inputs``) gives named inputs a value instead: a number fills the
+    input, a nested list is the whole input. A symbolic dim that ``shapes`` does not fix is an
+    InputError naming the input and the dim.
+    """
+    if isinstance(model, Mapping):  # a signature: CompiledModel.inputs
+        types = dict(model)
+    else:
+        graph = model if isinstance(model, Graph) else Graph(load_model(model, shapes))
+        types = {n: graph.type_of(n) for n in graph.inputs}
+    unknown = sorted(set(fixed or {}) - set(types))
+    if unknown:
+        raise InputError(
+            f"[compare] inputs names {', '.join(map(repr, unknown))}, but the model's inputs are "
+            f"{', '.join(map(repr, types))}"
+        )
+    rng = np.random.default_rng(seed)
+    out: dict[str, np.ndarray] = {}
+    for name, tt in types.items():
+        if tt is None or tt.dtype is None or tt.shape is None:
+            raise InputError(f"input '{name}' has no known type and shape; give it with --input")
+        given = list((shapes or {}).get(name, tt.shape))
+        dims: list[int] = []
+        for i, d in enumerate(given):
+            if isinstance(d, int):
+                dims.append(d)
+            else:
+                example = [x if isinstance(x, int) else 1 for x in given]
+                raise InputError(
+                    f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
+                    f"config's [shapes] table, e.g. {name} = {example}"
+                )
+        size = int(np.prod(dims, dtype=object))
+        if size > MAX_RANDOM_ELEMENTS:
+            raise InputError(
+                f"input '{name}' has shape {tuple(dims)} ({size} elements), too big for random "
+                f"inputs (limit {MAX_RANDOM_ELEMENTS}); give smaller dims in [shapes] or --input"
+            )
+        if fixed and name in fixed:
+            try:
+                out[name] = np.broadcast_to(np.asarray(fixed[name], tt.dtype), dims).copy()
+            except (TypeError, ValueError) as exc:
+                raise InputError(
+                    f"[compare] inputs gives '{name}' the value {fixed[name]!r}, which does not "
+                    f"fit its type {tt}: {exc}"
+                ) from None
+        elif tt.dtype.kind == "f":
+            out[name] = rng.standard_normal(dims).astype(tt.dtype)
+        elif tt.dtype.kind in "iu":
+            out[name] = rng.integers(0, 10, dims).astype(tt.dtype)
+        elif tt.dtype.kind == "b":
+            out[name] = rng.integers(0, 2, dims).astype(bool)
+        else:
+            raise InputError(f"input '{name}' has dtype {tt.dtype}; give it with --input")
+    return out
+
+
+def check_inputs(
+    expected: Mapping[str, TensorType | None], given: Mapping[str, Any]
+) -> dict[str, np.ndarray]:
+    """Check names, dtypes and shapes of run inputs; raise InputError saying what is wrong."""
+    if not isinstance(given, Mapping):
+        raise InputError(f"inputs must be a dict {{name: array}}, got {type(given).__name__}")
+    unknown = [n for n in given if n not in expected]
+    if unknown:
+        raise InputError(
+            f"unknown input {', '.join(repr(n) for n in unknown)}; "
+            f"the model's inputs are {', '.join(repr(n) for n in expected)}"
+        )
+    missing = [n for n in expected if n not in given]
+    if missing:
+        raise InputError(f"missing input {', '.join(repr(n) for n in missing)}")
+    out: dict[str, np.ndarray] = {}
+    symbols: dict[str, tuple[int, str]] = {}
+    for name, want in expected.items():
+        value = _as_array(name, given[name], want.dtype if want else None)
+        if want is not None:
+            _check_one(name, value, want, symbols)
+        # Backends (C code included) may assume C order, alignment and native byte order.
+        out[name] = np.require(value, value.dtype.newbyteorder("="), ["C", "A"])
+    return out
+
+
+def _as_array(name: str, value: Any, want: np.dtype[Any] | None) -> np.ndarray:
+    """An ndarray for ``value``: arrays as they are (subclasses unwrapped), numbers and nested
+    lists converted when that loses nothing; anything else is an InputError."""
+    if isinstance(value, np.ndarray | np.generic):
+        value = np.asarray(value)
+    elif isinstance(value, list | tuple | int | float | bool | complex):
+        try:
+            natural = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise InputError(f"input '{name}' is not an array: {exc}") from None
+        if want is not None and natural.dtype.kind in "biufc":
+            if not np.can_cast(natural.dtype, want, "same_kind"):
+                raise InputError(
+                    f"input '{name}' is a {type(value).__name__} of {natural.dtype} values; the "
+                    f"model expects {want}: pass a numpy array of dtype {want}"
+                )
+            natural = natural.astype(want)
+        value = natural
+    else:
+        raise InputError(
+            f"input '{name}' is a {type(value).__name__}, not an array; pass a numpy array"
+        )
+    if value.dtype.kind in "OV" and (want is None or value.dtype != want):
+        raise InputError(
+            f"input '{name}' has dtype {value.dtype} (Python objects or raw records), which no "
+            f"backend can read; the model expects {want if want is not None else 'a tensor'}"
+        )
+    if (
+        want is not None
+        and value.dtype.byteorder not in "=|"
+        and value.dtype == want.newbyteorder(value.dtype.byteorder)
+    ):
+        value = value.astype(want)
+    if want is not None and want.kind == "O" and value.dtype.kind in "US":
+        value = value.astype(object)  # ONNX strings: onnxruntime takes object arrays of str
+    return value
+
+
+def _check_one(
+    name: str, value: np.ndarray, want: TensorType, symbols: dict[str, tuple[int, str]]
+) -> None:
+    if want.dtype is not None and value.dtype != want.dtype:
+        raise InputError(
+            f"input '{name}' has dtype {value.dtype} but the model expects {want.dtype}"
+        )
+    if want.shape is None:
+        return
+    shown = tuple(d if d is not None else "?" for d in want.shape)
+    if value.ndim != len(want.shape):
+        raise InputError(
+            f"input '{name}' has shape {value.shape} (rank {value.ndim}) but the model expects "
+            f"{shown} (rank {len(want.shape)})"
+        )
+    for i, (got, dim) in enumerate(zip(value.shape, want.shape, strict=True)):
+        if isinstance(dim, int) and got != dim:
+            raise InputError(
+                f"input '{name}' has shape {value.shape} but the model expects {shown} "
+                f"(dim {i} must be {dim})"
+            )
+        if isinstance(dim, str):
+            seen = symbols.setdefault(dim, (got, name))
+            if seen[0] != got:
+                raise InputError(
+                    f"inconsistent symbolic dim '{dim}': {seen[0]} in input '{seen[1]}' but "
+                    f"{got} in input '{name}'"
+                )

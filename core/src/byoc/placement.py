@@ -1,0 +1,352 @@
+"""Measured placement: a backend keeps a partition only where it beats onnxruntime.
+
+``compile`` partitions the model, then (``[compile] placement = "measured"``, the default):
+
+1. runs the plan once on representative inputs (given, or random from the signature with
+   ``[shapes]`` and ``[compare] inputs``), every unit on onnxruntime, so each backend
+   partition gets its real input values;
+2. times each backend partition's runtime against an onnxruntime session of the same partition
+   model, interleaved after a warm-up, medians, with the fallback's thread settings and
+   spinning off (how a multi-unit plan runs);
+3. vetoes, for that backend, the nodes of every partition that does not win by ``[compile]
+   margin`` and partitions again (another backend may claim them; the leftover graph is re-cut
+   into as few onnxruntime sessions as acyclicity allows), until every partition wins;
+4. times the compiled model against plain onnxruntime on the whole model; if it still loses,
+   warns in one line and (``[compile] whole_model_fallback``) runs the model as one
+   onnxruntime session.
+
+Every verdict lands in ``Plan.placement`` and, for returned nodes, in their refusals, so
+``byoc explain`` and ``byoc partition`` show it. Measurements are cached in the user cache dir,
+keyed by the partition's content, backend and version, the backend's and the fallback's
+settings, and the host CPU: a second compile of the same model times nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import statistics
+import tempfile
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import onnx
+import platformdirs
+
+from byoc.config import Config, load_config
+from byoc.errors import ByocError
+from byoc.executor import CompiledModel, _runtime, build, fallback_config
+from byoc.graph import Graph
+from byoc.inputs import check_inputs, random_inputs
+from byoc.pipeline import ConfigLike, ModelLike, partition, resolve_backends
+from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
+from byoc.plugins import registry
+from byoc.progress import ProgressFn
+from byoc.shapes import Specializations
+
+Runner = Callable[[list[Any]], Any]
+CACHE_VERSION = 1
+
+
+def compile(
+    model: ModelLike,
+    config: ConfigLike = None,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+) -> CompiledModel:
+    """Partition a model, generate code for every partition and make it runnable.
+
+    With measured placement (the default) partitions that do not beat onnxruntime on
+    ``inputs`` (random ones from the model's signature if not given) go back to it.
+    ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
+    or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal).
+    """
+    cfg = load_config(config)
+    plan = partition(model, cfg)
+    if cfg.compile["placement"] != "measured":
+        compiled = build(plan, cfg, progress=progress)
+        plan.placement = Placement("static")
+    else:
+        compiled = _Placer(plan, cfg, progress).place(inputs)
+    compiled._shapes = Specializations.create(plan.source, cfg, _compile_source)
+    return compiled
+
+
+def _compile_source(source: onnx.ModelProto, cfg: Config) -> CompiledModel:
+    return compile(source, cfg)
+
+
+class _Placer:
+    """One measured compile: rounds of partition, measure, veto; then the whole-model check."""
+
+    def __init__(self, plan: Plan, cfg: Config, progress: ProgressFn | None) -> None:
+        self.cfg = cfg
+        self.plan = plan
+        self.source = plan.source if plan.source is not None else plan.model
+        self.progress = progress
+        self.reg = registry()
+        self.tables = {a.name: a.table for a in resolve_backends(cfg, self.reg)[0]}
+        self.margin = cfg.compile["margin"]
+        self.cache = MeasurementCache()
+        self.built: dict[str, tuple[Any, Any]] = {}  # partition key -> (artifact, runtime)
+        self.vetoes: dict[str, dict[str, str]] = {}
+
+    def place(self, inputs: Mapping[str, Any] | None) -> CompiledModel:
+        measured: dict[str, Measurement] = {}  # by key: each partition once, first verdict
+        if inputs is None:
+            try:
+                inputs = self._random_inputs()
+            except ByocError as exc:
+                return self._static(f"not measured ({exc}); every partition is kept")
+        feeds = check_inputs(self._signature(), inputs)
+        while self.plan.partitions:
+            keys = {p.name: self._key(p) for p in self.plan.partitions}
+            verdicts = {name: self._cached(key) for name, key in keys.items()}
+            todo = [p for p in self.plan.partitions if verdicts[p.name] is None]
+            if todo:
+                try:
+                    for p, m in zip(todo, self._measure(todo, feeds), strict=True):
+                        self.cache.put(keys[p.name], m)
+                        verdicts[p.name] = m
+                except Exception as exc:  # the model fails on these inputs, a backend fails
+                    return self._static(f"not measured ({type(exc).__name__}: {exc})")
+            for name, key in keys.items():
+                measured.setdefault(key, verdicts[name])  # type: ignore[arg-type]
+            losers = [m for m in verdicts.values() if m is not None and not m.kept]
+            if not losers:
+                break
+            for m in losers:
+                for node in m.nodes:
+                    self.vetoes.setdefault(node, {})[m.backend] = m.summary()
+            self.plan = partition(self.source, self.cfg, vetoes=self.vetoes)
+        compiled = build(self.plan, self.cfg, progress=self.progress, reuse=self._reuse)
+        self.built.clear()
+        placement = Placement("measured", list(measured.values()))
+        compiled.plan.placement = placement  # type: ignore[union-attr]
+        if self.plan.partitions:
+            placement.whole = self._whole(compiled, feeds)
+            if not placement.whole.kept:
+                compiled = self._whole_model_verdict(compiled, placement)
+        return compiled
+
+    # -- inputs and keys ----------------------------------------------------------------------
+
+    def _signature(self) -> dict[str, Any]:
+        graph = Graph(self.plan.model)
+        return {n: graph.type_of(n) for n in graph.inputs}
+
+    def _random_inputs(self) -> dict[str, Any]:
+        cmp = self.cfg.compare
+        return random_inputs(self._signature(), self.cfg.shapes, cmp["seed"], cmp["inputs"])
+
+    def _wins(self, backend_ms: float, onnxruntime_ms: float) -> bool:
+        return backend_ms <= onnxruntime_ms * (1 - self.margin)
+
+    def _cached(self, key: str) -> Measurement | None:
+        """A cached measurement, judged with this compile's margin."""
+        m = self.cache.get(key)
+        if m is not None:
+            m.kept = self._wins(m.backend_ms, m.onnxruntime_ms)
+        return m
+
+    def _key(self, unit: Partition) -> str:
+        backend = self.reg.backends[unit.backend]
+        head = {
+            "cache": CACHE_VERSION,
+            "backend": [unit.backend, backend.version],
+            "table": self.tables[unit.backend],
+            "fallback": _quiet(self.cfg.fallback),
+            "host": host_id(),
+        }
+        digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode())
+        digest.update(unit.model.SerializeToString(deterministic=True))
+        return digest.hexdigest()
+
+    # -- timing -------------------------------------------------------------------------------
+
+    def _measure(self, todo: list[Partition], feeds: dict[str, Any]) -> list[Measurement]:
+        """Run the plan on onnxruntime to get each partition's inputs, then time each
+        partition on its backend and on onnxruntime."""
+        quiet = _quiet(fallback_config(self.cfg, self.plan, self.reg))
+        wanted = {p.name for p in todo}
+        env = dict(feeds)
+        ort: dict[str, Runner] = {}
+        args: dict[str, list[Any]] = {}
+        for unit in self.plan.schedule:
+            runtime = _runtime(self.reg, FALLBACK, unit, quiet)[1]
+            unit_args = [env[n] for n in unit.inputs]
+            if unit.name in wanted:
+                ort[unit.name], args[unit.name] = runtime.run, unit_args
+            env.update(zip(unit.outputs, runtime.run(unit_args), strict=True))
+        del env
+        out = []
+        for i, unit in enumerate(todo, start=1):
+            if self.progress is not None:
+                self.progress(i, len(todo), f"measuring {unit.name}")
+            artifact, runtime = _runtime(self.reg, unit.backend, unit, self.tables[unit.backend])
+            self.built[self._key(unit)] = (artifact, runtime)
+            t_backend, t_ort = time_pair(runtime.run, ort.pop(unit.name), args.pop(unit.name))
+            kept = self._wins(t_backend, t_ort)
+            out.append(
+                Measurement(unit.name, unit.backend, list(unit.nodes), t_backend, t_ort, kept)
+            )
+        return out
+
+    def _reuse(self, unit: Partition) -> tuple[Any, Any] | None:
+        return self.built.get(self._key(unit)) if unit.backend != FALLBACK else None
+
+    def _whole(self, compiled: CompiledModel, feeds: dict[str, Any]) -> Measurement:
+        """The compiled model against one onnxruntime session of the whole model."""
+        key = self._whole_key()
+        cached = self._cached(key)
+        if cached is not None:
+            return cached
+        if self.progress is not None:
+            self.progress(1, 1, "measuring the whole model")
+        session = _runtime(self.reg, FALLBACK, _whole_unit(self.source), _quiet(self.cfg.fallback))
+        plain = session[1]
+        names = plain.input_names
+        t_byoc, t_ort = time_pair(
+            lambda a: compiled.run(dict(zip(names, a, strict=True))),
+            plain.run,
+            [feeds[n] for n in names],
+        )
+        kept = self._wins(t_byoc, t_ort)
+        nodes = [n for p in compiled.plan.partitions for n in p.nodes]  # type: ignore[union-attr]
+        m = Measurement("the compiled model", "byoc", nodes, t_byoc, t_ort, kept)
+        self.cache.put(key, m)
+        return m
+
+    def _whole_key(self) -> str:
+        digest = hashlib.sha256(b"whole")
+        for unit in self.plan.schedule:
+            digest.update(self._key(unit).encode() if unit.backend != FALLBACK else b"-")
+            digest.update(unit.model.SerializeToString(deterministic=True))
+        digest.update(json.dumps([self.cfg.fallback, host_id()], default=str).encode())
+        return digest.hexdigest()
+
+    def _whole_model_verdict(self, compiled: CompiledModel, placement: Placement) -> CompiledModel:
+        whole = placement.whole
+        assert whole is not None
+        slower = (
+            f"the compiled model is not faster than plain onnxruntime "
+            f"({whole.backend_ms:.3g} ms vs {whole.onnxruntime_ms:.3g} ms)"
+        )
+        if not self.cfg.compile["whole_model_fallback"]:
+            warnings.warn(f"{slower}; kept ([compile] whole_model_fallback = false)", stacklevel=3)
+            return compiled
+        warnings.warn(f"{slower}: running it as one onnxruntime session", stacklevel=3)
+        reason = f"the whole model runs on onnxruntime: {slower}"
+        for node in self.plan.decisions:
+            self.vetoes[node] = dict.fromkeys(self.tables, reason)
+        plan = partition(self.source, self.cfg, vetoes=self.vetoes)
+        plan.placement = placement
+        return build(plan, self.cfg)
+
+    def _static(self, note: str) -> CompiledModel:
+        warnings.warn(f"measured placement: {note}", stacklevel=4)
+        compiled = build(self.plan, self.cfg, progress=self.progress)
+        self.plan.placement = Placement("static", note=note)
+        return compiled
+
+
+def time_pair(
+    first: Runner,
+    second: Runner,
+    args: list[Any],
+    *,
+    budget: float = 0.3,
+    min_runs: int = 5,
+    max_runs: int = 200,
+    warmup: int = 2,
+) -> tuple[float, float]:
+    """Median milliseconds of ``first(args)`` and ``second(args)``, run in turn (ABBA order)
+    after ``warmup`` runs each, at least ``min_runs`` times each and until ``budget`` seconds
+    have passed. Stops after three rounds when one is more than twice as fast as the other."""
+    for _ in range(warmup):
+        first(args)
+        second(args)
+    times: tuple[list[float], list[float]] = ([], [])
+    start = time.perf_counter()
+    for i in range(max_runs):
+        order = (0, 1) if i % 2 == 0 else (1, 0)
+        for k in order:
+            fn = first if k == 0 else second
+            t0 = time.perf_counter()
+            fn(args)
+            times[k].append(time.perf_counter() - t0)
+        a, b = times
+        if i + 1 == 3 and (min(a) > 2 * max(b) or min(b) > 2 * max(a)):
+            break
+        if i + 1 >= min_runs and time.perf_counter() - start > budget:
+            break
+    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
+
+
+def _quiet(table: Mapping[str, Any]) -> dict[str, Any]:
+    """A fallback table whose threads do not spin between runs (unless the user said so): a
+    spinning onnxruntime pool steals the cores a backend's threads need while they alternate."""
+    return {"allow_spinning": False, **table} if "allow_spinning" not in table else dict(table)
+
+
+def _whole_unit(model: onnx.ModelProto) -> Partition:
+    graph = model.graph
+    inputs = [i.name for i in graph.input if i.name not in {t.name for t in graph.initializer}]
+    return Partition("whole", FALLBACK, [], inputs, [o.name for o in graph.output], model)
+
+
+@cache
+def host_id() -> str:
+    """What a timing depends on beyond the code: the CPU model, its features and the cores."""
+    model = flags = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and not model:
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = value.strip()
+    except OSError:
+        model = platform.processor()
+    text = f"{platform.machine()}|{model}|{flags}|{os.cpu_count()}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+class MeasurementCache:
+    """Measurements on disk, one small JSON file per key, written atomically; a damaged or
+    foreign file reads as missing."""
+
+    def __init__(self, root: Path | None = None) -> None:
+        self.root = root if root is not None else cache_root()
+
+    def get(self, key: str) -> Measurement | None:
+        try:
+            data = json.loads((self.root / f"{key}.json").read_text())
+            m = Measurement(**data)
+        except (OSError, ValueError, TypeError):
+            return None
+        m.cached = True
+        return m
+
+    def put(self, key: str, m: Measurement) -> None:
+        data = {k: v for k, v in vars(m).items() if k != "cached"}
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
+            with os.fdopen(fd, "w") as fh:
+                json.dump(data, fh)
+            os.replace(tmp, self.root / f"{key}.json")
+        except OSError as exc:  # a read-only cache costs time, never the compile
+            warnings.warn(f"cannot write the measurement cache in {self.root}: {exc}", stacklevel=2)
+
+
+def cache_root() -> Path:
+    """Where measurements are kept: ``placement/`` in byoc's user cache dir."""
+    return Path(platformdirs.user_cache_dir("byoc")) / "placement"

@@ -1,0 +1,246 @@
+"""Measured placement: a partition that loses to onnxruntime goes back to it, with the reason."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import byoc
+import numpy as np
+import pytest
+from byoc import placement, plugins
+from byoc.cli import main
+from byoc.explain import explain_text
+from byoc.testing.build import make_model, node
+
+MEASURED = {"compile": {"placement": "measured"}}
+X = np.array([[-1.0, 0.5, 2.0, -3.0]], np.float32)
+
+
+class Runtime:
+    """relu(-x), after ``sleep`` seconds; ``fake_ms`` is what the fake clock says it takes."""
+
+    def __init__(self, sleep: float, fake_ms: float) -> None:
+        self.sleep, self.fake_ms = sleep, fake_ms
+        self.calls = 0
+        self.lock = threading.Lock()
+
+    def run(self, inputs):
+        with self.lock:
+            self.calls += 1
+        if self.sleep:
+            time.sleep(self.sleep)
+        return [np.maximum(-inputs[0], 0)]
+
+
+class Plugin:
+    """A test backend claiming Neg and Relu, registered on a fresh registry."""
+
+    def __init__(self, name: str, priority: int, sleep: float = 0.0, fake_ms: float = 0.0):
+        self.name, self.priority = name, priority
+        self.runtime = Runtime(sleep, fake_ms)
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register):
+        register(self.name, priority=self.priority, description="placement test backend")
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend, config):
+        return {"Neg": None, "Relu": None} if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend, partition, config):
+        return b"neg-relu" if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        return self.runtime if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_serialize(self, backend, artifact):
+        return bytes(artifact) if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_deserialize(self, backend, data):
+        return bytes(data) if backend == self.name else None
+
+
+@pytest.fixture
+def install(monkeypatch, tmp_path):
+    """Register test backends on a fresh registry; measurements go to a fresh cache."""
+    monkeypatch.setattr(placement, "cache_root", lambda: tmp_path / "placement")
+
+    def install(*found: Plugin) -> None:
+        reg = plugins.Registry(only=[])
+        for p in found:
+            reg._add(p, f"byoc-{p.name}-test", "0.0")
+        monkeypatch.setattr(plugins, "_cache", {k: reg for k in (None, *plugins._cache)})
+
+    return install
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    """Timings by decree: a test backend takes its ``fake_ms``, onnxruntime 1 ms, and the whole
+    compiled model ``clock["byoc"]`` ms against 1 ms for plain onnxruntime. Both still run."""
+    clock = {"byoc": 0.5}
+
+    def time_pair(first, second, args, **_):
+        first(args), second(args)
+        owner = getattr(first, "__self__", None)
+        return (owner.fake_ms if isinstance(owner, Runtime) else clock["byoc"]), 1.0
+
+    monkeypatch.setattr(placement, "time_pair", time_pair)
+    return clock
+
+
+def model():
+    """x -> Neg -> Relu -> Sigmoid: the test backends claim Neg and Relu."""
+    return make_model(
+        [node("Neg", ["x"], ["n"]), node("Relu", ["n"], ["r"]), node("Sigmoid", ["r"], ["y"])],
+        {"x": [1, 4]},
+        ["y"],
+    )
+
+
+def expected(x=X):
+    return 1 / (1 + np.exp(-np.maximum(-x, 0)))
+
+
+def backends_of(compiled):
+    return [s.unit.backend for s in compiled.steps]
+
+
+def test_a_slow_partition_goes_back_to_onnxruntime_and_explain_says_why(install):
+    slow = Plugin("sleepy", 5, sleep=0.02)
+    install(slow)
+    compiled = byoc.compile(model(), {"backends": ["sleepy"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"]
+    (m,) = compiled.plan.placement.measurements
+    assert (m.backend, m.kept, m.cached) == ("sleepy", False, False)
+    assert m.backend_ms >= 20 > m.onnxruntime_ms
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    text = explain_text(compiled.plan)
+    assert "sleepy: returned to onnxruntime: " in text
+    assert f"{m.backend_ms:.3g} ms on sleepy vs {m.onnxruntime_ms:.3g} ms on onnxruntime" in text
+
+
+def test_static_placement_keeps_every_claimed_partition(install):
+    install(Plugin("sleepy", 5, sleep=0.02))
+    compiled = byoc.compile(model(), {"backends": ["sleepy"], "compile": {"placement": "static"}})
+    assert backends_of(compiled) == ["sleepy", "onnxruntime"]
+    assert compiled.plan.placement.mode == "static"
+    assert not compiled.plan.placement.measurements
+
+
+def test_a_second_compile_reads_the_cache_and_times_nothing(install, fake_clock):
+    fast = Plugin("quick", 5, fake_ms=0.5)
+    install(fast)
+    config = {"backends": ["quick"], **MEASURED}
+    first = byoc.compile(model(), config)
+    assert backends_of(first) == ["quick", "onnxruntime"]
+    assert fast.runtime.calls > 0
+    fast.runtime.calls = 0
+    again = byoc.compile(model(), config)
+    assert backends_of(again) == ["quick", "onnxruntime"]
+    assert fast.runtime.calls == 0  # neither the partition nor the whole model was run
+    placed = again.plan.placement
+    assert [m.cached for m in placed.measurements] == [True] and placed.whole.cached
+    np.testing.assert_allclose(again.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
+def test_the_next_backend_may_take_what_the_first_lost(install, fake_clock):
+    install(Plugin("first", 9, fake_ms=3.0), Plugin("second", 1, fake_ms=0.5))
+    compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
+    assert backends_of(compiled) == ["second", "onnxruntime"]
+    verdicts = [(m.backend, m.kept) for m in compiled.plan.placement.measurements]
+    assert verdicts == [("first", False), ("second", True)]
+    reasons = compiled.plan.decisions["r"].refusals
+    assert ("first", "returned to onnxruntime: 3 ms on first vs 1 ms on onnxruntime") in reasons
+
+
+def test_a_compiled_model_slower_than_onnxruntime_runs_as_onnxruntime(install, fake_clock):
+    install(Plugin("quick", 5, fake_ms=0.5))
+    fake_clock["byoc"] = 1.5
+    with pytest.warns(UserWarning, match="running it as one onnxruntime session"):
+        compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"]
+    whole = compiled.plan.placement.whole
+    assert (whole.backend_ms, whole.onnxruntime_ms, whole.kept) == (1.5, 1.0, False)
+    assert "whole model: 1.5 ms compiled vs 1 ms plain onnxruntime" in explain_text(compiled.plan)
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
+def test_whole_model_fallback_false_keeps_the_compiled_model(install, fake_clock):
+    install(Plugin("quick", 5, fake_ms=0.5))
+    fake_clock["byoc"] = 1.5
+    config = {
+        "backends": ["quick"],
+        "compile": {"whole_model_fallback": False, **MEASURED["compile"]},
+    }
+    with pytest.warns(UserWarning, match="whole_model_fallback = false"):
+        compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["quick", "onnxruntime"]
+
+
+def test_the_margin_decides_close_calls(install, fake_clock):
+    install(Plugin("quick", 5, fake_ms=0.97))
+    kept = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(kept) == ["quick", "onnxruntime"]
+    config = {"backends": ["quick"], "compile": {"margin": 0.05, **MEASURED["compile"]}}
+    assert backends_of(byoc.compile(model(), config)) == ["onnxruntime"]
+
+
+def test_a_model_that_cannot_be_measured_keeps_its_partitions_and_says_why(install):
+    install(Plugin("sleepy", 5, sleep=0.001))
+    dynamic = make_model(
+        [node("Neg", ["x"], ["n"]), node("Relu", ["n"], ["y"])], {"x": ["N", 4]}, ["y"]
+    )
+    with pytest.warns(UserWarning, match="measured placement: not measured.*symbolic dim"):
+        compiled = byoc.compile(dynamic, {"backends": ["sleepy"], **MEASURED})
+    assert backends_of(compiled) == ["sleepy"]
+    assert "not measured" in compiled.plan.placement.note
+
+
+def test_given_inputs_are_what_is_measured(install, fake_clock):
+    install(Plugin("quick", 5, fake_ms=0.5))
+    with pytest.raises(byoc.InputError, match="has shape"):
+        byoc.compile(model(), {"backends": ["quick"], **MEASURED}, inputs={"x": X[:, :2]})
+
+
+def test_a_saved_model_keeps_the_placement_it_was_compiled_with(install, fake_clock, tmp_path):
+    quick = Plugin("quick", 5, fake_ms=0.5)
+    install(quick)
+    compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    path = compiled.save(tmp_path / "m.byoc")
+    quick.runtime.calls = 0
+    loaded = byoc.load(path)
+    assert backends_of(loaded) == ["quick", "onnxruntime"] and quick.runtime.calls == 0
+    np.testing.assert_allclose(loaded.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
+def test_cli_partition_and_explain_show_the_measurements(install, tmp_path, capsys):
+    install(Plugin("sleepy", 5, sleep=0.02))
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model().SerializeToString())
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text('backends = ["sleepy"]\n[compile]\nplacement = "measured"\n')
+    assert main(["partition", str(path), "-c", str(cfg), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    assert plan["partitions"] == [] and plan["fallback_nodes"] == ["n", "r", "y"]
+    (m,) = plan["placement"]["measurements"]
+    assert m["backend"] == "sleepy" and m["verdict"] == "returned" and m["backend_ms"] >= 20
+    assert main(["explain", str(path), "-c", str(cfg)]) == 0
+    assert "sleepy: returned to onnxruntime" in capsys.readouterr().out
+
+
+def test_a_damaged_cache_entry_is_measured_again(install, fake_clock, tmp_path):
+    install(Plugin("quick", 5, fake_ms=0.5))
+    config = {"backends": ["quick"], **MEASURED}
+    byoc.compile(model(), config)
+    for entry in (tmp_path / "placement").iterdir():
+        entry.write_text("{not json")
+    again = byoc.compile(model(), config)
+    assert [m.cached for m in again.plan.placement.measurements] == [False]
+    assert backends_of(again) == ["quick", "onnxruntime"]
