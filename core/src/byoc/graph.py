@@ -364,8 +364,64 @@ def specialize(
     proto.graph.value_info.extend(inferred.graph.value_info)
     for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
         old.CopyFrom(new)
+    _complete_types(proto)
     _complete_shapes(proto)
     return proto
+
+
+_ORT_TYPES = {
+    f"tensor({name})": elem
+    for name, elem in (
+        ("float", onnx.TensorProto.FLOAT),
+        ("float16", onnx.TensorProto.FLOAT16),
+        ("double", onnx.TensorProto.DOUBLE),
+        ("bfloat16", onnx.TensorProto.BFLOAT16),
+        ("int8", onnx.TensorProto.INT8),
+        ("uint8", onnx.TensorProto.UINT8),
+        ("int16", onnx.TensorProto.INT16),
+        ("uint16", onnx.TensorProto.UINT16),
+        ("int32", onnx.TensorProto.INT32),
+        ("uint32", onnx.TensorProto.UINT32),
+        ("int64", onnx.TensorProto.INT64),
+        ("uint64", onnx.TensorProto.UINT64),
+        ("bool", onnx.TensorProto.BOOL),
+        ("string", onnx.TensorProto.STRING),
+    )
+}
+
+
+def _complete_types(proto: onnx.ModelProto) -> None:
+    """Ask onnxruntime for the types ONNX inference cannot tell (outputs of contrib ops such
+    as com.microsoft's DynamicQuantizeLSTM), so such values can cross between units. Types
+    come from onnxruntime's own inference when it loads the model; nothing runs. Best effort:
+    when onnxruntime cannot load the model, types stay unknown."""
+    import onnxruntime as ort
+
+    g = proto.graph
+    typed = {v.name for v in [*g.input, *g.value_info, *g.output] if v.type.ByteSize()}
+    typed.update(t.name for t in g.initializer)
+    unknown = [n for node in g.node for n in node.output if n and n not in typed]
+    if not unknown:
+        return
+    probe = onnx.ModelProto()
+    probe.CopyFrom(proto)
+    probe.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in unknown)
+    try:
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        opts.log_severity_level = 3
+        session = ort.InferenceSession(
+            probe.SerializeToString(), opts, providers=["CPUExecutionProvider"]
+        )
+    except Exception:
+        return
+    for arg in session.get_outputs():
+        elem = _ORT_TYPES.get(arg.type)
+        if arg.name in typed or elem is None:
+            continue
+        shape = arg.shape if isinstance(arg.shape, list) and arg.shape else None  # [] : unknown
+        dims = None if shape is None else [d if isinstance(d, int | str) else None for d in shape]
+        g.value_info.append(helper.make_tensor_value_info(arg.name, elem, dims))
 
 
 # Inputs whose *values* set an op's output shape (other inputs act through their shapes only).

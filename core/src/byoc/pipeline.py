@@ -17,7 +17,7 @@ from byoc.passes.annotate import Candidate, annotate_target
 from byoc.passes.merge_composite import merge_composite
 from byoc.passes.merge_regions import Regions, merge_compiler_regions
 from byoc.passes.partition import partition_graph
-from byoc.plan import FALLBACK, Composite, Decision, Plan
+from byoc.plan import FALLBACK, Composite, Decision, Partition, Plan
 from byoc.plugins import ENV_VAR, Backend, Registry, registry
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto
@@ -132,9 +132,30 @@ def partition(
         [c for c in composites if labels[graph.index[c.nodes[-1]]] is not None],
         declared={v.name: v for v in source.graph.input},
     )
+    if len(units) == 1 and units[0].backend == FALLBACK:
+        _as_read(units[0], source)
     plan = _plan(graph, units, labels, refusals, matches, skipped, cfg, regions.blocked)
     plan.source = source
     return plan
+
+
+def _as_read(unit: Partition, source: onnx.ModelProto) -> None:
+    """Make the one onnxruntime session of a plan with no partition run the model as read:
+    byoc's rewrite (constants folded, shapes fixed) can cost onnxruntime some of its own
+    fusions (MiniLM ran 7% slower). Weights that an IR >= 4 model also lists as inputs stay
+    constants, as byoc treats them. Not when the signatures differ (constant outputs)."""
+    inits = {t.name for t in source.graph.initializer}
+    inputs = [v for v in source.graph.input if v.name not in inits]
+    outputs = [v.name for v in source.graph.output]
+    if {v.name for v in inputs} != set(unit.inputs) or set(outputs) != set(unit.outputs):
+        return
+    model = onnx.ModelProto()
+    model.CopyFrom(source)
+    del model.graph.input[:]
+    model.graph.input.extend(inputs)
+    unit.model = model
+    unit.inputs = [v.name for v in inputs]
+    unit.outputs = outputs
 
 
 def _prune(

@@ -64,8 +64,11 @@ class Regions:
         return True
 
     def _reaches_through_other(self, src: int, dst: int) -> int | None:
-        """A node on a path src -> (other regions or nodes) -> dst, or None if there is none."""
-        limit = max(self.members[dst])  # edges go forward in topological order
+        """A node on a path src -> (other regions or nodes) -> dst, or None if there is none.
+
+        No shortcut by topological position: a merged region holds nodes from anywhere in the
+        order, so a path may leave a late node of it from an early one.
+        """
         first = {self.find(s) for m in self.members[src] for s in self.succ[m]}
         stack = [r for r in first if r not in (src, dst)]
         seen: set[int] = set()
@@ -74,10 +77,7 @@ class Regions:
             if region in seen:
                 continue
             seen.add(region)
-            nodes = self.members.get(region, [region])  # unlabelled nodes stay single
-            if min(nodes) > limit:
-                continue
-            for m in nodes:
+            for m in self.members.get(region, [region]):  # unlabelled nodes stay single
                 for s in self.succ[m]:
                     r = self.find(s)
                     if r == dst:
