@@ -253,12 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated names or globs (default: all)")
     parser.add_argument("--configs", help=f"comma-separated, of {', '.join(CONFIGS)}")
     parser.add_argument("--placement", choices=("static", "measured"), help="compile.placement")
-    parser.add_argument("--rounds", type=int, default=2, help="child pairs per cell")
+    parser.add_argument("--rounds", type=int, default=3, help="child pairs per cell")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per child")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per child")
     parser.add_argument("--budget", type=float, default=20.0, help="timing seconds per child")
     parser.add_argument(
-        "--min-seconds", type=float, default=1.0, help="time at least this long per child"
+        "--min-seconds", type=float, default=1.5, help="time at least this long per child"
     )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
     parser.add_argument("--json", type=Path, help="write every number to this file")
