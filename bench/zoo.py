@@ -215,25 +215,36 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
                 notes.append(f"[{len(notes) + 1}] {m} / {c}: {cell['error']}")
                 text = f"error[{len(notes)}]"
             else:
-                text = f"{cell['ratio']:.2f}" + (" >" if cell["ratio"] > MARK else "  ")
+                mark = " >" if cell["ratio"] > MARK else "  "
+                text = f"{cell['ratio']:.2f}" + ("=" if _plain(cell) else " ") + mark
             row.append(f"{text:>11}")
         lines.append(f"{m:{width}}  " + "  ".join(row))
     ok = [c for c in cells if "ratio" in c]
     lines.append(
-        f"(cells: byoc / onnxruntime, median over rounds; '>' marks > {MARK}; 'ort +-': half "
-        "the range of the onnxruntime medians of the row, the noise floor)"
+        f"(cells: byoc / onnxruntime, median over rounds; '>' marks > {MARK}; '=': byoc ran the "
+        "model as one onnxruntime session, the same work as the baseline; 'ort +-': half the "
+        "range of the onnxruntime medians of the row, the noise floor)"
     )
     lines += notes
-    if ok:
-        worst = max(ok, key=lambda c: c["ratio"])
-        above = sum(c["ratio"] > MARK for c in ok)
+    for label, group in (("", ok), (" with backend partitions", [c for c in ok if not _plain(c)])):
+        if not group:
+            continue
+        worst = max(group, key=lambda c: c["ratio"])
+        above = sum(c["ratio"] > MARK for c in group)
         lines.append(
-            f"worst ratio {worst['ratio']:.2f} on {worst['model']}/{worst['config']}; "
-            f"{above} cells above {MARK}" + (f"; {len(notes)} error cells" if notes else "")
+            f"cells{label}: {len(group)}, worst ratio {worst['ratio']:.2f} on "
+            f"{worst['model']}/{worst['config']}, {above} above {MARK}"
         )
-    else:
+    if notes:
+        lines.append(f"{len(notes)} error cells")
+    if not ok:
         lines.append(f"no ratio measured; {len(notes)} error cells")
     return lines
+
+
+def _plain(cell: dict[str, Any]) -> bool:
+    """byoc ran the model as one onnxruntime session: no backend partition is left."""
+    return cell.get("steps") == 1 and not cell.get("partitions")
 
 
 def select(names: list[str], patterns: str | None, what: str) -> list[str]:
@@ -263,7 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
     parser.add_argument("--json", type=Path, help="write every number to this file")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
+    parser.add_argument("--table", type=Path, help="print the table of a --json file and exit")
     args = parser.parse_args(argv)
+    if args.table:
+        data = json.loads(args.table.read_text())
+        cells = data["cells"]
+        print("\n".join(f"{k + ':':10s}{v}" for k, v in data["machine"].items()))
+        names = list(dict.fromkeys(c["model"] for c in cells))
+        print("\n".join(table(cells, names, list(dict.fromkeys(c["config"] for c in cells)))))
+        return 0
     everything = zoo()
     if args.list:
         for m in everything.values():
