@@ -84,7 +84,7 @@ def install(monkeypatch, tmp_path):
 def fake_clock(monkeypatch):
     """Timings by decree: a test backend takes its ``fake_ms``, onnxruntime 1 ms, and the whole
     compiled model ``clock["byoc"]`` ms against 1 ms for plain onnxruntime. Both still run."""
-    clock = {"byoc": 0.5}
+    clock = {"byoc": 0.5, "call": 0.0}
 
     def time_pair(first, second, args, **_):
         first(args), second(args)
@@ -96,6 +96,7 @@ def fake_clock(monkeypatch):
 
     monkeypatch.setattr(placement, "time_pair", time_pair)
     monkeypatch.setattr(placement, "time_blocks", time_blocks)
+    monkeypatch.setattr(placement, "session_call_ms", lambda config: clock["call"])
     return clock
 
 
@@ -194,6 +195,16 @@ def test_the_margin_decides_close_calls(install, fake_clock):
     assert backends_of(kept) == ["quick", "onnxruntime"]
     config = {"backends": ["quick"], "compile": {"margin": 0.05, **MEASURED["compile"]}}
     assert backends_of(byoc.compile(model(), config)) == ["onnxruntime"]
+
+
+def test_a_returned_partition_saves_an_onnxruntime_session_call(install, fake_clock):
+    # 0.9 ms beats 1 ms, but not 1 ms less the 0.2 ms a separate onnxruntime call costs
+    install(Plugin("quick", 5, fake_ms=0.9))
+    fake_clock["call"] = 0.2
+    compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"]
+    (m,) = compiled.plan.placement.measurements
+    assert (m.backend_ms, m.onnxruntime_ms, m.call_ms, m.kept) == (0.9, 1.0, 0.2, False)
 
 
 def test_a_model_that_cannot_be_measured_keeps_its_partitions_and_says_why(install):

@@ -90,6 +90,7 @@ class Measurement:
     onnxruntime_ms: float
     kept: bool
     cached: bool = False  # read from the measurement cache, not timed in this compile
+    call_ms: float = 0.0  # what one onnxruntime session call costs whatever it runs
 
     def summary(self) -> str:
         """``kept: 1.2 ms on dnnl vs 1.5 ms on onnxruntime``."""
@@ -106,6 +107,7 @@ class Measurement:
             "nodes": len(self.nodes),
             "backend_ms": self.backend_ms,
             "onnxruntime_ms": self.onnxruntime_ms,
+            "call_ms": self.call_ms,
             "verdict": "kept" if self.kept else "returned",
             "cached": self.cached,
         }
