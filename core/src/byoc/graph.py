@@ -390,12 +390,21 @@ _ORT_TYPES = {
 }
 
 
+def _probe_session(model: onnx.ModelProto) -> Any:
+    """A quiet, unoptimised onnxruntime session over a model, to ask it about the model."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.log_severity_level = 3
+    return ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+
+
 def _complete_types(proto: onnx.ModelProto) -> None:
     """Ask onnxruntime for the types ONNX inference cannot tell (outputs of contrib ops such
     as com.microsoft's DynamicQuantizeLSTM), so such values can cross between units. Types
     come from onnxruntime's own inference when it loads the model; nothing runs. Best effort:
     when onnxruntime cannot load the model, types stay unknown."""
-    import onnxruntime as ort
 
     g = proto.graph
     typed = {v.name for v in [*g.input, *g.value_info, *g.output] if v.type.ByteSize()}
@@ -407,12 +416,7 @@ def _complete_types(proto: onnx.ModelProto) -> None:
     probe.CopyFrom(proto)
     probe.graph.output.extend(helper.make_empty_tensor_value_info(n) for n in unknown)
     try:
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.log_severity_level = 3
-        session = ort.InferenceSession(
-            probe.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-        )
+        session = _probe_session(probe)
     except Exception:
         return
     for arg in session.get_outputs():
@@ -487,7 +491,6 @@ def _complete_shapes(proto: onnx.ModelProto) -> None:
     rules are known (Shape and Size pass on shapes, not values). Best effort: when
     onnxruntime cannot run the model, shapes stay as inference left them.
     """
-    import onnxruntime as ort
 
     g = proto.graph
     inits = {t.name for t in g.initializer}
@@ -530,12 +533,7 @@ def _complete_shapes(proto: onnx.ModelProto) -> None:
     known = {v.name for v in probe.graph.output}
     probe.graph.output.extend(infos[n] for n in unknown if n not in known)
     try:
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        opts.log_severity_level = 3
-        session = ort.InferenceSession(
-            probe.SerializeToString(), opts, providers=["CPUExecutionProvider"]
-        )
+        session = _probe_session(probe)
         runs = []
         for seed in (1, 2):
             rng = np.random.default_rng(seed)

