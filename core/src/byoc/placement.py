@@ -98,6 +98,7 @@ class _Placer:
         self.cache = MeasurementCache()
         self.built: dict[str, tuple[Any, Any]] = {}  # partition key -> (artifact, runtime)
         self.vetoes: dict[str, dict[str, str]] = {}
+        self._keys: dict[int, tuple[Partition, str]] = {}  # id(unit) -> (unit, key)
 
     def place(self, inputs: Mapping[str, Any] | None) -> CompiledModel:
         measured: dict[str, Measurement] = {}  # by key: each partition once, first verdict
@@ -160,6 +161,10 @@ class _Placer:
         return m
 
     def _key(self, unit: Partition) -> str:
+        """The cache key of a backend partition (hashing a large model is worth doing once)."""
+        known = self._keys.get(id(unit))
+        if known is not None and known[0] is unit:
+            return known[1]
         backend = self.reg.backends[unit.backend]
         head = {
             "cache": CACHE_VERSION,
@@ -170,7 +175,8 @@ class _Placer:
         }
         digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode())
         digest.update(unit.model.SerializeToString(deterministic=True))
-        return digest.hexdigest()
+        self._keys[id(unit)] = (unit, digest.hexdigest())
+        return self._keys[id(unit)][1]
 
     # -- timing -------------------------------------------------------------------------------
 
