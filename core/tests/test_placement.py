@@ -218,7 +218,7 @@ def test_a_model_that_cannot_be_measured_keeps_its_partitions_and_says_why(insta
     assert "not measured" in compiled.plan.placement.note
 
 
-def test_given_inputs_are_what_is_measured(install, fake_clock):
+def test_given_inputs_of_the_wrong_shape_are_an_input_error(install, fake_clock):
     install(Plugin("quick", 5, fake_ms=0.5))
     with pytest.raises(byoc.InputError, match="has shape"):
         byoc.compile(model(), {"backends": ["quick"], **MEASURED}, inputs={"x": X[:, :2]})
@@ -254,8 +254,15 @@ def test_a_damaged_cache_entry_is_measured_again(install, fake_clock, tmp_path):
     install(Plugin("quick", 5, fake_ms=0.5))
     config = {"backends": ["quick"], **MEASURED}
     byoc.compile(model(), config)
-    for entry in (tmp_path / "placement").iterdir():
-        entry.write_text("{not json")
+    entries = sorted((tmp_path / "placement").iterdir())
+    for text in ("{not json", '{"partition": "x"}'):
+        for entry in entries:
+            entry.write_text(text)
+        again = byoc.compile(model(), config)
+        assert [m.cached for m in again.plan.placement.measurements] == [False]
+        assert backends_of(again) == ["quick", "onnxruntime"]
+    for entry in entries:  # well-formed but with a time that is not a number
+        data = json.loads(entry.read_text())
+        entry.write_text(json.dumps({**data, "backend_ms": "fast"}))
     again = byoc.compile(model(), config)
     assert [m.cached for m in again.plan.placement.measurements] == [False]
-    assert backends_of(again) == ["quick", "onnxruntime"]

@@ -393,6 +393,9 @@ class MeasurementCache:
             m = Measurement(**data)
         except (OSError, ValueError, TypeError):
             return None
+        times = (m.backend_ms, m.onnxruntime_ms, m.call_ms)
+        if not all(isinstance(t, int | float) and t >= 0 for t in times):
+            return None  # edited or damaged: measure again
         m.cached = True
         return m
 
