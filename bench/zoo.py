@@ -12,15 +12,17 @@ key: every installed backend) and ``none`` (the control: the same work as the ba
 cells show the noise of separate processes), plus the model's ``shapes`` and fixed inputs
 (``compare.inputs``); ``--placement`` adds ``compile.placement``.
 
-What it measures, for each (model, config): ``--rounds`` pairs of child processes, alternated
-(onnxruntime, byoc, onnxruntime, byoc, ...). The onnxruntime child is what a user writes:
-``InferenceSession(path, providers=["CPUExecutionProvider"])`` with default session options. The
-byoc child runs ``byoc.compile(path, config)`` (compile time and partitions are reported). Both
-feed the same seeded ``byoc.random_inputs``, warm up, then time at least ``--repeat`` runs and
-``--min-seconds`` (at most ``--budget`` seconds) and report their median. A cell is the median
-of the byoc medians over the median of the onnxruntime medians: < 1 means byoc is faster;
-cells above 1.02 are marked. Failures (compile errors, unavailable backends) become error
-cells; the run goes on.
+What it measures, for each (model, config): ``--rounds`` pairs of child processes, both alive at
+once. The onnxruntime child is what a user writes: ``InferenceSession(path,
+providers=["CPUExecutionProvider"])`` with default session options. The byoc child runs
+``byoc.compile(path, config)`` (compile time and partitions are reported). Both feed the same
+seeded ``byoc.random_inputs`` and warm up; then the parent asks them in turn for ``--blocks``
+pairs of blocks of runs (about ``--block`` seconds each, order swapped every pair, ``--gap``
+idle seconds before each block so the other child's threads stop spinning). Timing the two
+side by side in short blocks cancels the slow drift of this shared machine, which moves
+separate runs by 10-50%. A pair's ratio is the byoc block's median run over the onnxruntime
+block's; a cell is the median of its pair ratios: < 1 means byoc is faster; cells above 1.02
+are marked. Failures (compile errors, unavailable backends) become error cells; the run goes on.
 Per-cell details go to stderr as the run proceeds; the machine, the table and the summary to
 stdout.
 """
@@ -31,9 +33,12 @@ import argparse
 import fnmatch
 import json
 import os
+import queue
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -49,11 +54,17 @@ CONFIGS = {
     "none": [],  # the control: byoc with no backend runs one onnxruntime session, as the baseline
 }
 MARK = 1.02
-RESULT = "ZOO-RESULT "  # prefix of the child's one result line on stdout
+READY = "ZOO-READY "  # prefix of the child's line once loaded and warmed up
+TIMES = "ZOO-TIMES "  # prefix of the child's line after each block of runs
 
 
 def child(job: dict[str, Any]) -> int:
-    """Load, warm up and time one model in this process; print one result line."""
+    """Load and warm up one model in this process, then time blocks of runs on request.
+
+    Prints ``ZOO-READY {...}`` once loaded, then for each line ``N`` read from stdin runs the
+    model N times and prints ``ZOO-TIMES [seconds, ...]``; exits at end of input. A failure
+    prints ``ZOO-READY {"error": ...}`` (or ``ZOO-TIMES``) and ends the child.
+    """
     import byoc
     import onnxruntime as ort
 
@@ -79,40 +90,88 @@ def child(job: dict[str, Any]) -> int:
                 return compiled.run(inputs)
 
         out["load_s"] = time.perf_counter() - start
-        for _ in range(job["warmup"]):
-            run()
-        times: list[float] = []
-        began = time.perf_counter()
-        while len(times) < 3 or (
-            time.perf_counter() - began < job["budget"]
-            and (len(times) < job["repeat"] or time.perf_counter() - began < job["min_seconds"])
-        ):
+        warm: list[float] = []
+        for _ in range(max(job["warmup"], 1)):
             start = time.perf_counter()
             run()
-            times.append(time.perf_counter() - start)
-        out.update(ms=statistics.median(times) * 1e3, runs=len(times))
+            warm.append(time.perf_counter() - start)
+        out["warm_ms"] = min(warm) * 1e3
     except Exception as exc:  # any failure is one error cell
         out["error"] = f"{type(exc).__name__}: {(str(exc).strip().splitlines() or [''])[0]}"
-    print(RESULT + json.dumps(out), flush=True)
-    return 1 if "error" in out else 0
+    print(READY + json.dumps(out), flush=True)
+    if "error" in out:
+        return 1
+    for line in sys.stdin:
+        times: list[float] = []
+        try:
+            for _ in range(int(line)):
+                start = time.perf_counter()
+                run()
+                times.append(time.perf_counter() - start)
+        except Exception as exc:
+            print(TIMES + json.dumps({"error": f"{type(exc).__name__}: {exc}"}), flush=True)
+            return 1
+        print(TIMES + json.dumps(times), flush=True)
+    return 0
 
 
-def spawn(job: dict[str, Any], timeout: float) -> dict[str, Any]:
-    """Run one child process; its result, or ``{"error": reason}``."""
-    cmd = [sys.executable, __file__, "--child", json.dumps(job)]
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    for line in reversed(done.stdout.splitlines()):
-        if line.startswith(RESULT):
-            return json.loads(line[len(RESULT) :])
-    tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
-    return {"error": f"child exited with {done.returncode}: {tail}"}
+class Child:
+    """One child process of ``child``, driven line by line over its stdin and stdout."""
+
+    def __init__(self, job: dict[str, Any], timeout: float) -> None:
+        self.who = "onnxruntime" if job["engine"] == "ort" else "byoc"
+        self.timeout = timeout
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close())
+        cmd = [sys.executable, __file__, "--child", json.dumps(job)]
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
+        )
+        self.lines: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._pump, daemon=True).start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.put(line)
+        self.lines.put(None)
+
+    def reply(self, prefix: str) -> Any:
+        """The next line starting with ``prefix``, decoded; ChildError on exit or timeout."""
+        deadline = time.monotonic() + self.timeout
+        while True:
+            try:
+                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0))
+            except queue.Empty:
+                raise ChildError(f"{self.who}: timed out after {self.timeout:.0f} s") from None
+            if line is None:
+                self.stderr.seek(0)
+                tail = (self.stderr.read().strip().splitlines() or ["no output"])[-1]
+                raise ChildError(f"{self.who}: exited with {self.proc.wait()}: {tail}")
+            if line.startswith(prefix):
+                value = json.loads(line[len(prefix) :])
+                if isinstance(value, dict) and "error" in value:
+                    raise ChildError(f"{self.who}: {value['error']}")
+                return value
+
+    def times(self, n: int) -> list[float]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.flush()
+        return self.reply(TIMES)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self.stderr.close()
+
+
+class ChildError(Exception):
+    pass
 
 
 def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> dict[str, Any]:
-    """Alternate onnxruntime and byoc children; the cell of the table."""
+    """The cell of the table: ``--rounds`` pairs of live children timed in alternating blocks."""
     cfg: dict[str, Any] = {"shapes": model.shapes}
     if CONFIGS[config] is not None:
         cfg["backends"] = CONFIGS[config]
@@ -126,22 +185,39 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
         "fixed": model.fixed,
         "config": cfg,
         "warmup": args.warmup,
-        "repeat": args.repeat,
-        "budget": args.budget,
-        "min_seconds": args.min_seconds,
     }
-    cell: dict[str, Any] = {"model": model.name, "config": config, "ort_ms": [], "byoc_ms": []}
+    cell: dict[str, Any] = {
+        "model": model.name,
+        "config": config,
+        "ort_ms": [],
+        "byoc_ms": [],
+        "pair_ratios": [],
+    }
     for _ in range(args.rounds):
-        for engine in ("ort", "byoc"):
-            result = spawn({**job, "engine": engine}, args.timeout)
-            if "error" in result:
-                who = "onnxruntime" if engine == "ort" else "byoc"
-                return {**cell, "error": f"{who}: {result['error']}"}
-            cell[f"{engine}_ms"].append(result["ms"])
-            if engine == "byoc":
-                cell.setdefault("compile_s", []).append(result["load_s"])
-                cell.update({k: result[k] for k in ("partitions", "steps", "placement")})
-    cell["ratio"] = statistics.median(cell["byoc_ms"]) / statistics.median(cell["ort_ms"])
+        children: dict[str, Child] = {}
+        try:
+            ready = {}
+            for engine in ("ort", "byoc"):  # one at a time: a compile measures on both cores
+                children[engine] = Child({**job, "engine": engine}, args.timeout)
+                ready[engine] = children[engine].reply(READY)
+            cell.setdefault("compile_s", []).append(ready["byoc"]["load_s"])
+            cell.update({k: ready["byoc"][k] for k in ("partitions", "steps", "placement")})
+            slowest = max(r["warm_ms"] for r in ready.values())
+            n = max(1, round(args.block * 1e3 / slowest))
+            for block in range(args.blocks):
+                order = ("ort", "byoc") if block % 2 == 0 else ("byoc", "ort")
+                medians = {}
+                for engine in order:
+                    time.sleep(args.gap)  # let the other child's idle threads stop spinning
+                    medians[engine] = statistics.median(children[engine].times(n)) * 1e3
+                    cell[f"{engine}_ms"].append(medians[engine])
+                cell["pair_ratios"].append(medians["byoc"] / medians["ort"])
+        except ChildError as exc:
+            return {**cell, "error": str(exc)}
+        finally:
+            for c in children.values():
+                c.close()
+    cell["ratio"] = statistics.median(cell["pair_ratios"])
     return cell
 
 
@@ -266,13 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--models", help="comma-separated names or globs (default: all)")
     parser.add_argument("--configs", help=f"comma-separated, of {', '.join(CONFIGS)}")
     parser.add_argument("--placement", choices=("static", "measured"), help="compile.placement")
-    parser.add_argument("--rounds", type=int, default=3, help="child pairs per cell")
-    parser.add_argument("--repeat", type=int, default=20, help="timed runs per child")
+    parser.add_argument("--rounds", type=int, default=2, help="child pairs per cell")
+    parser.add_argument("--blocks", type=int, default=12, help="block pairs per child pair")
+    parser.add_argument("--block", type=float, default=0.25, help="seconds of runs per block")
+    parser.add_argument("--gap", type=float, default=0.05, help="idle seconds before a block")
     parser.add_argument("--warmup", type=int, default=3, help="untimed runs per child")
-    parser.add_argument("--budget", type=float, default=20.0, help="timing seconds per child")
-    parser.add_argument(
-        "--min-seconds", type=float, default=1.5, help="time at least this long per child"
-    )
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
     parser.add_argument("--json", type=Path, help="write every number to this file")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
@@ -296,8 +370,8 @@ def main(argv: list[str] | None = None) -> int:
     for key in ("cpu", "isa", "cc", "versions", "load"):
         print(f"{key + ':':10s}{info[key]}")
     print(
-        f"settings: rounds {args.rounds}, repeat {args.repeat}, warmup {args.warmup}, "
-        f"budget {args.budget} s, placement {args.placement or 'default'}",
+        f"settings: rounds {args.rounds}, blocks {args.blocks} x {args.block} s, gap "
+        f"{args.gap} s, warmup {args.warmup}, placement {args.placement or 'default'}",
         flush=True,
     )
     cells = []
