@@ -266,3 +266,50 @@ def test_a_damaged_cache_entry_is_measured_again(install, fake_clock, tmp_path):
         entry.write_text(json.dumps({**data, "backend_ms": "fast"}))
     again = byoc.compile(model(), config)
     assert [m.cached for m in again.plan.placement.measurements] == [False]
+
+
+class NegRuntime(Runtime):
+    def run(self, inputs):
+        return [-inputs[0]]
+
+
+class Refusing(Plugin):
+    """Claims Neg and Relu, but its codegen refuses ``refuse`` (node names) in a partition."""
+
+    def __init__(self, name: str, refuse: list[str], **kw):
+        super().__init__(name, 5, **kw)
+        self.refuse = refuse
+        self.codegens = 0
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend, partition, config):
+        if backend != self.name:
+            return None
+        self.codegens += 1
+        refused = [n for n in self.refuse if n in partition.nodes or n == "not-in-it"]
+        if refused:
+            raise byoc.NodesRefused({n: "the library has only a slow kernel" for n in refused})
+        return b"neg"
+
+
+@pytest.mark.parametrize("mode", ["static", "measured"])
+def test_nodes_refused_at_codegen_go_to_onnxruntime_and_explain_says_why(install, fake_clock, mode):
+    picky = Refusing("picky", ["r"], fake_ms=0.5)
+    picky.runtime = NegRuntime(0.0, 0.5)  # the partition is Neg alone once Relu is refused
+    install(picky)
+    compiled = byoc.compile(model(), {"backends": ["picky"], "compile": {"placement": mode}})
+    assert [s.unit.nodes for s in compiled.steps] == [["n"], ["r", "y"]]
+    assert backends_of(compiled) == ["picky", "onnxruntime"]
+    assert picky.codegens == 2  # refused once, then the partition without Relu
+    reason = ("picky", "refused at codegen: the library has only a slow kernel")
+    assert reason in compiled.plan.decisions["r"].refusals
+    assert "picky: refused at codegen: the library has only a slow kernel" in explain_text(
+        compiled.plan
+    )
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
+def test_refusing_a_node_outside_the_partition_is_the_backends_error(install):
+    install(Refusing("picky", ["not-in-it"]))
+    with pytest.raises(byoc.BackendError, match="refused nodes that are not in the partition"):
+        byoc.compile(model(), {"backends": ["picky"], "compile": {"placement": "static"}})

@@ -19,6 +19,7 @@ def test_public_names():
             "Measurement",
             "ModelError",
             "NodeView",
+            "NodesRefused",
             "Partition",
             "Placement",
             "Plan",

@@ -19,6 +19,7 @@ from byoc.errors import (
     ConfigError,
     InputError,
     ModelError,
+    NodesRefused,
     PluginError,
 )
 from byoc.executor import CompiledModel, build, load_module
@@ -44,6 +45,7 @@ __all__ = [
     "Measurement",
     "ModelError",
     "NodeView",
+    "NodesRefused",
     "Partition",
     "Placement",
     "Plan",

@@ -27,3 +27,17 @@ class ArtifactError(ByocError):
 
 class PluginError(ByocError):
     """Plugins are inconsistent: duplicate backend names, broken registration."""
+
+
+class NodesRefused(ByocError):
+    """Raised by a backend's codegen hook: these nodes of the partition would run badly on it
+    (e.g. the library picked a reference kernel for them). ``byoc.compile`` takes them from
+    this backend (``reasons``: node name -> why, shown by ``byoc explain``) and partitions again,
+    so another backend or onnxruntime runs them."""
+
+    def __init__(self, reasons: dict[str, str], backend: str = "") -> None:
+        self.reasons = dict(reasons)
+        self.backend = backend
+        shown = "; ".join(f"{k}: {v}" for k, v in list(self.reasons.items())[:3])
+        more = f" (and {len(self.reasons) - 3} more)" if len(self.reasons) > 3 else ""
+        super().__init__(f"{len(self.reasons)} node(s) refused at codegen: {shown}{more}")

@@ -14,7 +14,14 @@ from typing import Any
 import numpy as np
 
 from byoc.config import Config, load_config
-from byoc.errors import ArtifactError, BackendError, ByocError, ConfigError, InputError
+from byoc.errors import (
+    ArtifactError,
+    BackendError,
+    ByocError,
+    ConfigError,
+    InputError,
+    NodesRefused,
+)
 from byoc.graph import Graph, TensorType
 from byoc.inputs import check_inputs
 from byoc.pipeline import ConfigLike, partition, resolve_backends
@@ -61,6 +68,15 @@ def _runtime(
         if artifact is None:
             raise BackendError(f"{where}: no installed plugin generates code for '{backend}'")
         return artifact, create_runtime(reg, backend, unit.name, artifact, config)
+    except NodesRefused as exc:
+        unknown = set(exc.reasons) - set(unit.nodes)
+        if unknown or not exc.reasons:
+            raise BackendError(
+                f"{where}: codegen refused nodes that are not in the partition: "
+                f"{', '.join(sorted(unknown)) or 'none named'}"
+            ) from exc
+        exc.backend = backend
+        raise
     except (BackendError, ConfigError):
         raise
     except Exception as exc:

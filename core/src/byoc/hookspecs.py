@@ -89,6 +89,8 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
     :param partition: the partition: a standalone ONNX model, its composites and signature.
     :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
     :return: the artifact, any object your runtime and serialization hooks understand.
+    :raises byoc.NodesRefused: ``{node name: reason}`` for nodes of the partition the backend
+        would run badly; byoc partitions again without them (``byoc explain`` shows why).
     """
 
 

@@ -31,7 +31,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,7 +41,7 @@ import onnx
 import platformdirs
 
 from byoc.config import Config, load_config
-from byoc.errors import ByocError
+from byoc.errors import BackendError, ByocError, NodesRefused
 from byoc.executor import CompiledModel, _runtime, build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
@@ -71,13 +71,29 @@ def compile(
     """
     cfg = load_config(config)
     plan = partition(model, cfg)
-    if cfg.compile["placement"] != "measured":
-        compiled = build(plan, cfg, progress=progress)
-        plan.placement = Placement("static")
-    else:
-        compiled = _Placer(plan, cfg, progress).place(inputs)
+    vetoes: dict[str, dict[str, str]] = {}
+    while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
+        try:
+            if cfg.compile["placement"] != "measured":
+                compiled = build(plan, cfg, progress=progress)
+                plan.placement = Placement("static")
+            else:
+                compiled = _Placer(plan, cfg, progress, vetoes).place(inputs)
+            break
+        except NodesRefused as exc:
+            refuse(vetoes, exc)
+            plan = partition(plan.source, cfg, vetoes=vetoes)
     compiled._shapes = Specializations.create(plan.source, cfg, _compile_source)
     return compiled
+
+
+def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
+    """Record a backend's codegen refusals as vetoes; each round must take nodes from it."""
+    new = {n: r for n, r in exc.reasons.items() if exc.backend not in vetoes.get(n, {})}
+    if not new:
+        raise BackendError(f"backend {exc.backend} refused nodes it may no longer claim: {exc}")
+    for node, reason in new.items():
+        vetoes.setdefault(node, {})[exc.backend] = f"refused at codegen: {reason}"
 
 
 def _compile_source(source: onnx.ModelProto, cfg: Config) -> CompiledModel:
@@ -87,7 +103,13 @@ def _compile_source(source: onnx.ModelProto, cfg: Config) -> CompiledModel:
 class _Placer:
     """One measured compile: rounds of partition, measure, veto; then the whole-model check."""
 
-    def __init__(self, plan: Plan, cfg: Config, progress: ProgressFn | None) -> None:
+    def __init__(
+        self,
+        plan: Plan,
+        cfg: Config,
+        progress: ProgressFn | None,
+        vetoes: dict[str, dict[str, str]] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.plan = plan
         self.source = plan.source if plan.source is not None else plan.model
@@ -97,7 +119,7 @@ class _Placer:
         self.margin = cfg.compile["margin"]
         self.cache = MeasurementCache()
         self.built: dict[str, tuple[Any, Any]] = {}  # partition key -> (artifact, runtime)
-        self.vetoes: dict[str, dict[str, str]] = {}
+        self.vetoes = vetoes if vetoes is not None else {}
         self._keys: dict[int, tuple[Partition, str]] = {}  # id(unit) -> (unit, key)
 
     def place(self, inputs: Mapping[str, Any] | None) -> CompiledModel:
@@ -117,6 +139,10 @@ class _Placer:
                     for p, m in zip(todo, self._measure(todo, feeds), strict=True):
                         self.cache.put(keys[p.name], m)
                         verdicts[p.name] = m
+                except NodesRefused as exc:  # codegen refused nodes: partition without them
+                    refuse(self.vetoes, exc)
+                    self.plan = partition(self.source, self.cfg, vetoes=self.vetoes)
+                    continue
                 except Exception as exc:  # the model fails on these inputs, a backend fails
                     return self._static(f"not measured ({type(exc).__name__}: {exc})")
             for name, key in keys.items():
@@ -180,9 +206,9 @@ class _Placer:
 
     # -- timing -------------------------------------------------------------------------------
 
-    def _measure(self, todo: list[Partition], feeds: dict[str, Any]) -> list[Measurement]:
+    def _measure(self, todo: list[Partition], feeds: dict[str, Any]) -> Iterator[Measurement]:
         """Run the plan on onnxruntime to get each partition's inputs, then time each
-        partition on its backend and on onnxruntime."""
+        partition on its backend and on onnxruntime, yielding each verdict as it is made."""
         quiet = _quiet(fallback_config(self.cfg, self.plan, self.reg))
         call = session_call_ms(quiet)
         wanted = {p.name for p in todo}
@@ -196,7 +222,6 @@ class _Placer:
                 ort[unit.name], args[unit.name] = runtime.run, unit_args
             env.update(zip(unit.outputs, runtime.run(unit_args), strict=True))
         del env
-        out = []
         for i, unit in enumerate(todo, start=1):
             if self.progress is not None:
                 self.progress(i, len(todo), f"measuring {unit.name}")
@@ -206,8 +231,7 @@ class _Placer:
             m = Measurement(unit.name, unit.backend, list(unit.nodes), t_backend, t_ort, False)
             m.call_ms = min(call, t_ort)
             m.kept = self._wins(m)
-            out.append(m)
-        return out
+            yield m
 
     def _reuse(self, unit: Partition) -> tuple[Any, Any] | None:
         return self.built.get(self._key(unit)) if unit.backend != FALLBACK else None

@@ -15,6 +15,7 @@ from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 from byoc_dnnl import plugin
 from byoc_dnnl.codegen import Artifact
+from byoc_dnnl.runtime import Runtime
 
 DNNL = {"backends": ["dnnl"]}
 RNG = np.random.default_rng(0)
@@ -241,6 +242,52 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
         {"w": rand(5, 6), "c": rand(5)},
     )
     claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
+
+
+def softmax_between_convs(axis: int) -> object:
+    nodes, consts = conv_stem()
+    consts["w1"] = rand(8, 8, 1, 1)
+    nodes += [node("Softmax", ["h"], "p", axis=axis), node("Conv", ["p", "w1"], "y")]
+    return make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+
+
+def dnnl_impls(compiled: byoc.CompiledModel) -> list[str]:
+    return [
+        i
+        for s in compiled.steps
+        if s.unit.backend == "dnnl"
+        for _, i in s.runtime.implementations()
+    ]
+
+
+@pytest.mark.parametrize("axis", [1, 2, 3, -1])
+def test_softmax_on_any_axis_gets_a_fast_kernel(axis: int) -> None:
+    """oneDNN's fast softmax wants the axis innermost; other axes are moved there by a
+    reorder instead of running oneDNN's reference kernel."""
+    model = softmax_between_convs(axis)
+    claimed(assert_matches_onnxruntime(model, DNNL), "Softmax")
+    compiled = byoc.compile(model, {**DNNL, "compile": {"placement": "static"}})
+    softmax = [i for i in dnnl_impls(compiled) if i.startswith("softmax ")]
+    assert softmax and not any(i.split()[1].startswith("ref") for i in softmax), softmax
+
+
+def test_a_kernel_on_onednns_reference_implementation_goes_to_onnxruntime(monkeypatch) -> None:
+    """Codegen builds the net, reads the implementation oneDNN picked for each kernel and
+    refuses the nodes of a reference one, with the reason."""
+    real = Runtime.implementations
+
+    def reference_softmax(self):  # type: ignore[no-untyped-def]
+        return [(k, "softmax ref:any" if i.startswith("softmax") else i) for k, i in real(self)]
+
+    monkeypatch.setattr(Runtime, "implementations", reference_softmax)
+    report = assert_matches_onnxruntime(softmax_between_convs(1), DNNL)
+    decisions = report.plan.decisions
+    assert decisions["p"].backend == "onnxruntime"
+    ((backend, reason),) = decisions["p"].refusals
+    assert backend == "dnnl" and reason.startswith(
+        "refused at codegen: oneDNN has only its reference kernel for it (softmax ref:any"
+    )
+    assert decisions["h"].backend == decisions["y"].backend == "dnnl"
 
 
 def test_conv_bias_relu_is_one_composite_kernel() -> None:

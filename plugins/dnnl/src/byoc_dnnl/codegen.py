@@ -73,6 +73,7 @@ class Artifact:
     source: str
     weights: dict[str, np.ndarray]
     suffix: str = ".json"
+    prebuilt: Any = field(default=None, repr=False, compare=False)  # (config key, Runtime)
 
     @property
     def graph(self) -> dict[str, Any]:

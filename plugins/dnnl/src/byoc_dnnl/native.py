@@ -38,6 +38,7 @@ int bd_finalize(void *net, int nthreads);
 size_t bd_arena_bytes(void *net);
 int bd_steps(void *net);
 int bd_step_op(void *net, int i);
+const char *bd_step_impl(void *net, int i);
 int bd_run(void *net, int nthreads, void *const *ins, void *const *outs, double *times,
            char *err, size_t errlen);
 """

@@ -75,10 +75,44 @@ def byoc_pattern_table(backend: str, config: Mapping[str, Any]) -> list[Any] | N
 
 @byoc.hookimpl
 def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Artifact | None:
+    """The JSON graph, built once into a native net to read the kernels oneDNN picked: nodes
+    it would run on a reference kernel are refused (``byoc.NodesRefused``), so onnxruntime
+    runs them. The net is handed to ``byoc_create_runtime`` instead of being built again."""
     if backend != NAME:
         return None
     _check_config(config)
-    return codegen(partition)
+    artifact = codegen(partition)
+    runtime = Runtime(artifact, config)
+    refused = slow_kernels(artifact, runtime)
+    if refused:
+        raise byoc.NodesRefused(refused)
+    artifact.prebuilt = (_runtime_key(config), runtime)
+    return artifact
+
+
+def slow_kernels(artifact: Artifact, runtime: Runtime) -> dict[str, str]:
+    """``{ONNX node: reason}`` for the kernels oneDNN runs with a reference implementation.
+
+    Its reference kernels are plain C loops, often 10-100x slower than onnxruntime (a binary
+    op on a blocked layout, a softmax over an outer axis). Reorders and concat are exempt:
+    their "ref" implementations are a series of optimized reorders.
+    """
+    kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
+    refused: dict[str, str] = {}
+    for k, impl in runtime.implementations():
+        kind, _, name = impl.partition(" ")
+        if k < 0 or kind in ("reorder", "concat") or not name.startswith("ref"):
+            continue
+        for member in kernels[k].get("members", []):
+            refused[member] = (
+                f"oneDNN has only its reference kernel for it ({impl}: {kernels[k]['name']}, "
+                f"shape {kernels[k]['shape']}), far slower than onnxruntime"
+            )
+    return refused
+
+
+def _runtime_key(config: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (int(config.get("threads", 0) or 0), config.get("fpmath", "strict"))
 
 
 @byoc.hookimpl
@@ -86,6 +120,9 @@ def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, A
     if backend != NAME:
         return None
     _check_config(config)
+    prebuilt, artifact.prebuilt = artifact.prebuilt, None
+    if prebuilt is not None and prebuilt[0] == _runtime_key(config):
+        return prebuilt[1]
     return Runtime(artifact, config)
 
 

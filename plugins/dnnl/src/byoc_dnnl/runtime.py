@@ -204,6 +204,15 @@ class Runtime:
         self._run(inputs, times)
         return [(int(self._lib.bd_step_op(self._net, i)), times[i]) for i in range(steps)]
 
+    def implementations(self) -> list[tuple[int, str]]:
+        """``(kernel index, "<primitive kind> <implementation>")`` of each native step, as
+        oneDNN chose them (e.g. ``"softmax ref:any"``); kernel index -1 as in ``profile``."""
+        lib, ffi = self._lib, native.ffi
+        return [
+            (int(lib.bd_step_op(self._net, i)), ffi.string(lib.bd_step_impl(self._net, i)).decode())
+            for i in range(int(lib.bd_steps(self._net)))
+        ]
+
     def _run(self, inputs: Sequence[np.ndarray], times: Any) -> list[np.ndarray]:
         if len(inputs) != len(self.inputs):
             raise InputError(

@@ -10,6 +10,7 @@
 // A run borrows an arena from a pool (or makes one), so concurrent runs never share buffers.
 
 #include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl_debug.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -92,6 +93,7 @@ struct Net {
     std::mutex lock;
     std::vector<std::unique_ptr<Arena>> pool;
     std::string error;
+    std::unordered_map<int, std::string> impl_names;  // bd_step_impl's answers
 };
 
 [[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
@@ -105,6 +107,24 @@ memory::desc plain(const dims_t &d) {
     }
     return memory::desc(d, dt::f32, strides);
 }
+
+// Dense f32 with `axis` innermost, the other dims outside it in their order (a transpose).
+memory::desc innermost(const dims_t &d, int axis) {
+    dims_t strides(d.size());
+    int64_t s = d[axis];
+    strides[axis] = 1;
+    for (int i = (int)d.size() - 1; i >= 0; --i)
+        if (i != axis) {
+            strides[i] = s;
+            s *= d[i];
+        }
+    return memory::desc(d, memory::data_type::f32, strides);
+}
+
+bool is_reference(const primitive_desc_base &pd) {
+    return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 
 memory::desc any(const dims_t &d) { return memory::desc(d, dt::f32, tag::any); }
 
@@ -417,6 +437,8 @@ void lower_binary(Net &n, const Op &op) {
             if (attempt == 0) continue;
             throw;
         }
+        // oneDNN's reference kernel for some blocked layouts is ~50x slower than plain jit.
+        if (attempt == 0 && is_reference(pd)) continue;
         int sb = full ? ensure_md(n, b, md) : ensure_plain(n, b);
         std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC_0, sa}, {DNNL_ARG_SRC_1, sb}};
         set_out(n, op.out, pd.dst_desc());
@@ -470,15 +492,24 @@ void lower_pool(Net &n, const Op &op) {
 
 void lower_softmax(Net &n, const Op &op) {
     if (op.ins.size() != 1 || op.ip.size() != 1) fail("bad softmax op");
-    int a = ensure_plain(n, op.ins[0]);
+    check_value(n, op.ins[0], "softmax input");
+    int a = op.ins[0];
     const dims_t d = n.values[a].dims;
     int64_t axis = op.ip[0];
     if (axis < 0 || axis >= (int64_t)d.size() || d != n.values[op.out].dims)
         fail("softmax: bad axis or shape");
-    memory::desc md = plain(d);
-    auto pd = softmax_forward::primitive_desc(n.eng, prop_kind::forward_inference,
-                                              algorithm::softmax_accurate, md, md, (int)axis,
-                                              plain_attr());
+    auto make = [&](const memory::desc &md) {
+        return softmax_forward::primitive_desc(n.eng, prop_kind::forward_inference,
+                                               algorithm::softmax_accurate, md, md, (int)axis,
+                                               plain_attr());
+    };
+    auto pd = make(plain(d));
+    if (is_reference(pd) && axis + 1 < (int64_t)d.size()) {
+        // oneDNN's fast softmax wants the axis innermost: transpose it there (a reorder).
+        auto moved = make(innermost(d, (int)axis));
+        if (!is_reference(moved)) pd = moved;
+    }
+    a = ensure_md(n, a, pd.src_desc());
     set_out(n, op.out, pd.dst_desc());
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
     push(n, softmax_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
@@ -858,6 +889,21 @@ int bd_steps(void *net) { return (int)((Net *)net)->steps.size(); }
 int bd_step_op(void *net, int i) {
     Net *n = (Net *)net;
     return i >= 0 && i < (int)n->steps.size() ? n->steps[i].op : -2;
+}
+
+// "<primitive kind> <implementation>" of step i (e.g. "softmax ref:any"), "" for a step
+// that is not a oneDNN primitive. The string lives as long as the net.
+const char *bd_step_impl(void *net, int i) {
+    Net *n = (Net *)net;
+    if (i < 0 || i >= (int)n->steps.size() || !n->steps[i].has_prim) return "";
+    const_dnnl_primitive_desc_t pd = nullptr;
+    const char *impl = nullptr;
+    if (dnnl_primitive_get_primitive_desc(n->steps[i].prim.get(), &pd) != dnnl_success ||
+        dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
+        return "";
+    std::string &s = n->impl_names[i];
+    s = std::string(dnnl_prim_kind2str((dnnl_primitive_kind_t)n->steps[i].prim.get_kind())) + " " + impl;
+    return s.c_str();
 }
 
 int bd_run(void *net, int nthreads, void *const *ins, void *const *outs, double *times,
