@@ -133,13 +133,13 @@ def partition(
         declared={v.name: v for v in source.graph.input},
     )
     if len(units) == 1 and units[0].backend == FALLBACK:
-        _as_read(units[0], source)
+        as_read(units[0], source)
     plan = _plan(graph, units, labels, refusals, matches, skipped, cfg, regions.blocked)
     plan.source = source
     return plan
 
 
-def _as_read(unit: Partition, source: onnx.ModelProto) -> None:
+def as_read(unit: Partition, source: onnx.ModelProto) -> None:
     """Make the one onnxruntime session of a plan with no partition run the model as read:
     byoc's rewrite (constants folded, shapes fixed) can cost onnxruntime some of its own
     fusions (MiniLM ran 7% slower). Weights that an IR >= 4 model also lists as inputs stay

@@ -45,14 +45,14 @@ from byoc.errors import BackendError, ByocError, NodesRefused
 from byoc.executor import CompiledModel, _runtime, build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
-from byoc.pipeline import ConfigLike, ModelLike, partition, resolve_backends
+from byoc.pipeline import ConfigLike, ModelLike, as_read, partition, resolve_backends
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import registry
 from byoc.progress import ProgressFn
 from byoc.shapes import Specializations
 
 Runner = Callable[[list[Any]], Any]
-CACHE_VERSION = 2
+CACHE_VERSION = 3
 
 
 def compile(
@@ -382,9 +382,13 @@ def _quiet(table: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _whole_unit(model: onnx.ModelProto) -> Partition:
+    """The model as one onnxruntime unit, exactly as the whole-model fallback would run it
+    (weights an old model also lists as inputs stay constants: onnxruntime prepacks them)."""
     graph = model.graph
     inputs = [i.name for i in graph.input if i.name not in {t.name for t in graph.initializer}]
-    return Partition("whole", FALLBACK, [], inputs, [o.name for o in graph.output], model)
+    unit = Partition("whole", FALLBACK, [], inputs, [o.name for o in graph.output], model)
+    as_read(unit, model)
+    return unit
 
 
 @cache
