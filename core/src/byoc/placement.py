@@ -132,13 +132,13 @@ class _Placer:
         feeds = check_inputs(self._signature(), inputs)
         while self.plan.partitions:
             keys = {p.name: self._key(p) for p in self.plan.partitions}
-            verdicts = {name: self._cached(key) for name, key in keys.items()}
+            verdicts = {name: measured.get(key) or self._cached(key) for name, key in keys.items()}
             todo = [p for p in self.plan.partitions if verdicts[p.name] is None]
             if todo:
                 try:
                     for p, m in zip(todo, self._measure(todo, feeds), strict=True):
                         self.cache.put(keys[p.name], m)
-                        verdicts[p.name] = m
+                        verdicts[p.name] = measured[keys[p.name]] = m
                 except NodesRefused as exc:  # codegen refused nodes: partition without them
                     refuse(self.vetoes, exc)
                     self.plan = partition(self.source, self.cfg, vetoes=self.vetoes)
