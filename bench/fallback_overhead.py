@@ -13,6 +13,7 @@ import time
 import byoc
 import onnxruntime as ort
 from byoc.testing.models import MODELS, fetch
+from machine import print_machine
 
 
 def main() -> None:
@@ -21,6 +22,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
     args = parser.parse_args()
+    print_machine()
 
     path = fetch(args.model)
     config = {"backends": [], "shapes": MODELS[args.model].shapes}

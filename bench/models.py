@@ -36,6 +36,7 @@ import byoc
 import numpy as np
 import onnxruntime as ort
 from byoc.testing.models import MODELS, fetch
+from machine import print_machine
 
 
 def config_for(spec: str, model_id: str) -> Any:
@@ -46,7 +47,12 @@ def config_for(spec: str, model_id: str) -> Any:
         for name, dims in shapes.items():
             cfg.shapes.setdefault(name, dims)
         return cfg
-    return {"backends": [b for b in spec.split(",") if b], "shapes": shapes}
+    # static: the backends' own speed, not measured placement handing partitions back
+    return {
+        "backends": [b for b in spec.split(",") if b],
+        "shapes": shapes,
+        "compile": {"placement": "static"},
+    }
 
 
 def interleaved(fns: list[Callable[[], Any]], repeat: int, warmup: int, gap: float) -> list[float]:
@@ -158,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
         help="let the onnxruntime baseline's threads spin (its default)",
     )
     args = parser.parse_args(argv)
+    print_machine()
     uses_dnnl = "dnnl" in args.config
     peak = args.peak or (measure_peak() if uses_dnnl else 350.0)
     if uses_dnnl:

@@ -40,10 +40,10 @@ import sys
 import tempfile
 import threading
 import time
-from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
+from machine import machine
 from zoo_models import zoo
 
 CONFIGS = {
@@ -238,39 +238,6 @@ def describe(cell: dict[str, Any]) -> str:
         + (f"; placement {placement.get('mode')}" if placement else "")
         + (f", whole model {whole.get('verdict')}" if whole else "")
     )
-
-
-def machine() -> dict[str, str]:
-    import byoc
-    import onnxruntime as ort
-
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    fields: dict[str, str] = {}
-    for line in cpuinfo.splitlines():  # the first processor's fields
-        key, sep, value = line.partition(":")
-        if sep:
-            fields.setdefault(key.strip(), value.strip())
-    flags = set(fields.get("flags", "").split())
-    isa = next((f for f in ("avx512f", "avx2", "avx", "sse4_2") if f in flags), "unknown")
-    extras = [
-        f for f in ("fma", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile") if f in flags
-    ]
-    try:
-        cc = subprocess.run(["cc", "--version"], capture_output=True, text=True).stdout
-        cc = cc.splitlines()[0] if cc else "none"
-    except OSError:
-        cc = "none"
-    backends = ", ".join(
-        f"{ep.name} ({ep.dist.name} {ep.dist.version})" if ep.dist else ep.name
-        for ep in entry_points(group="byoc.backends")
-    )
-    return {
-        "cpu": f"{fields.get('model name', 'unknown')} ({os.cpu_count()} logical cores)",
-        "isa": " ".join([isa, *extras]),
-        "cc": cc,
-        "versions": f"onnxruntime {ort.__version__}, byoc {byoc.__version__}; {backends}",
-        "load": "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg()),
-    }
 
 
 def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) -> list[str]:

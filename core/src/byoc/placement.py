@@ -71,6 +71,7 @@ def compile(
     """
     cfg = load_config(config)
     plan = partition(model, cfg)
+    source = plan.source if plan.source is not None else model  # the model read once
     vetoes: dict[str, dict[str, str]] = {}
     while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
         try:
@@ -82,7 +83,7 @@ def compile(
             break
         except NodesRefused as exc:
             refuse(vetoes, exc)
-            plan = partition(plan.source, cfg, vetoes=vetoes)
+            plan = partition(source, cfg, vetoes=vetoes)
     compiled._shapes = Specializations.create(plan.source, cfg, _compile_source)
     return compiled
 

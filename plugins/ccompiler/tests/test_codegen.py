@@ -3,6 +3,7 @@ onnxruntime."""
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -235,7 +236,8 @@ def test_openmp_on_large_tensors(shape, config):
     small = make_model(
         [node("Mul", ["x", "x"], "t"), node("Tanh", ["t"], "y")], {"x": [10, 10]}, ["y"]
     )
-    assert "#pragma omp" not in sources(small, config())[0]
+    assert "#pragma omp parallel" not in sources(small, config())[0]
+    assert "#pragma omp simd" in sources(small, config())[0]
     assert_matches_onnxruntime(model, config())
 
 
@@ -327,3 +329,37 @@ def test_cli_dump_dir_writes_the_c_source(tmp_path, cache):
     assert done.returncode == 0, done.stderr[-500:]
     source = (tmp_path / "out" / "ccompiler_0.c").read_text()
     assert exported(source) == ["ccompiler_0"]
+
+
+SPECIAL = np.array(
+    [-np.inf, -100, -88.8, -88.5, -87.5, -20, -8, -7.9, -1, -1e-3, -1e-40, 0, 1e-40, 1e-30, 1e-7,
+     0.3, 0.5, 0.7, 1, 2.5, 7.9, 8, 10, 20, 87.5, 88.5, 88.7, 88.8, 100, np.inf, np.nan],
+    np.float32,
+)  # fmt: skip
+_erf = np.vectorize(math.erf)
+TINY = 1.2e-38  # FLT_MIN: results below it (subnormals) may flush to 0
+REFERENCE = {  # float64 truth, and an absolute tolerance where relative error is not promised
+    "Exp": (np.exp, TINY),
+    "Log": (lambda x: np.log(np.where(x < 0, np.nan, x)), TINY),
+    "Tanh": (np.tanh, TINY),
+    "Sigmoid": (lambda x: 1 / (1 + np.exp(-x)), 1e-37),  # the tails: off by subnormals
+    "Erf": (lambda x: np.where(np.isnan(x), np.nan, _erf(np.nan_to_num(x))), 2e-7),  # 1e-7
+    "Softplus": (lambda x: np.logaddexp(0, x), TINY),
+}
+
+
+@pytest.mark.parametrize("op", sorted(REFERENCE))
+def test_math_helpers_on_special_values(op, config):
+    """inf, NaN, subnormals, the edges of each helper's range: within a few ulp of float64."""
+    model = make_model(
+        [node("Identity", ["x"], "t"), node(op, ["t"], "y"), node("Identity", ["y"], "z")],
+        {"x": [len(SPECIAL)]},
+        ["z"],
+    )
+    compiled = byoc.compile(model, config(keep_onnxruntime_fusions=False))
+    assert [s.unit.backend for s in compiled.steps] == ["ccompiler"]
+    with np.errstate(all="ignore"):
+        got = compiled.run({"x": SPECIAL})["z"].astype(np.float64)
+        function, atol = REFERENCE[op]
+        want = function(SPECIAL.astype(np.float64)).astype(np.float32).astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=3e-6, atol=atol, equal_nan=True, err_msg=op)

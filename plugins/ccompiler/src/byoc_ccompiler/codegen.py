@@ -2,7 +2,8 @@
 
 The file has the shape of TVM's BYOC C codegen:
 
-* one ``static`` kernel function per fused loop, static shapes and strides baked in;
+* one ``static`` kernel function per fused loop, static shapes and strides baked in, its
+  innermost loop marked ``#pragma omp simd``;
 * ``<symbol>_``: allocates the intermediate buffers it needs and calls the kernels in
   topological order;
 * ``<symbol>(void *const *args)``: the one exported function, inputs then outputs.
@@ -301,8 +302,10 @@ def _kernel_source(
             f"{pad}const int64_t end = c * {step} + {step} < {inner} ? c * {step} + {step} "
             f": {inner};"
         )
+        lines.append(f"{pad}#pragma omp simd")
         lines.append(f"{pad}for (int64_t {last} = c * {step}; {last} < end; ++{last}) {{")
     else:
+        lines.append(f"{pad}#pragma omp simd")
         lines.append(f"{pad}for (int64_t {last} = 0; {last} < {inner}; ++{last}) {{")
     closers.append(pad + "}")
     pad += "  "

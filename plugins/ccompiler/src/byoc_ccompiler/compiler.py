@@ -57,7 +57,9 @@ def default_cc() -> str:
 @functools.lru_cache(maxsize=16)
 def probe(cc: str, cflags: tuple[str, ...] | None) -> Toolchain | str:
     """Check that ``cc`` builds Python extensions with ``cflags``; None picks ``-O3``,
-    ``-march=native``, ``-fno-math-errno`` and ``-fopenmp`` where the compiler takes them.
+    ``-march=native``, ``-fno-math-errno``, ``-fno-trapping-math`` and ``-fopenmp`` (else
+    ``-fopenmp-simd``) where the compiler takes them. The generated code never reads the
+    floating-point exception flags, so ``-fno-trapping-math`` changes no result.
     Returns the toolchain, or why there is none."""
     words = shlex.split(cc)
     path = shutil.which(words[0]) if words else None
@@ -74,11 +76,13 @@ def probe(cc: str, cflags: tuple[str, ...] | None) -> Toolchain | str:
             return f"{cc} rejects cflags {list(cflags)}"
         return Toolchain(shlex.join(command), cflags)
     flags: list[str] = ["-O3"]
-    for extra in ("-march=native", "-fno-math-errno"):
+    for extra in ("-march=native", "-fno-math-errno", "-fno-trapping-math"):
         if _builds(command, (*flags, extra)):
             flags.append(extra)
     if _builds(command, (*flags, "-fopenmp"), openmp=True):
         flags.append("-fopenmp")
+    elif _builds(command, (*flags, "-fopenmp-simd")):
+        flags.append("-fopenmp-simd")  # `#pragma omp simd` without the OpenMP runtime
     return Toolchain(shlex.join(command), tuple(flags))
 
 

@@ -115,6 +115,14 @@ def _div(e: Emit) -> str:
     return f"({e.a} / {e.b})"
 
 
+def select(cond: str, a: str, b: str, dtype: str) -> str:
+    """``cond ? a : b``; floats pick through a bit mask (``byoc_select``), so the loop has no
+    control flow for the vectorizer to convert."""
+    if dtype == "float32":
+        return f"byoc_select({cond}, {a}, {b})"
+    return f"({cond} ? {a} : {b})"
+
+
 def _neg(e: Emit) -> str:
     return _wrap(e, f"{_u(e, '0')} - {_u(e, e.a)}") if e.dtype in INTS else f"(-{e.a})"
 
@@ -129,7 +137,7 @@ def _fold(pick: str) -> Callable[[Emit], str]:
     def emit(e: Emit) -> str:
         acc = e.a
         for x in e.args[1:]:
-            acc = f"({acc} {pick} {x} ? {acc} : {x})"
+            acc = select(f"{acc} {pick} {x}", acc, x, e.dtype)
         return acc
 
     return emit
@@ -171,15 +179,15 @@ def _clip(e: Emit) -> str:
         lo = e.args[1] if len(e.args) > 1 else None
         hi = e.args[2] if len(e.args) > 2 else None
     if lo:
-        y = f"({y} < {lo} ? {lo} : {y})"
+        y = select(f"{y} < {lo}", lo, y, e.dtype)
     if hi:
-        y = f"({y} > {hi} ? {hi} : {y})"
+        y = select(f"{y} > {hi}", hi, y, e.dtype)
     return y
 
 
 def _relu(e: Emit) -> str:
     zero = e.lit(0)
-    return f"({e.a} > {zero} ? {e.a} : {zero})"
+    return select(f"{e.a} > {zero}", e.a, zero, e.dtype)
 
 
 def _sign(e: Emit) -> str:
@@ -259,26 +267,30 @@ OPS: dict[str, Op] = {
     "Round": Op(FLOAT, _f("rintf({a})"), since=11),  # half to even, like ONNX
     "Sin": Op(FLOAT, _f("sinf({a})")),
     "Cos": Op(FLOAT, _f("cosf({a})")),
-    "LeakyRelu": Op(FLOAT, _with_defaults(_f("({a} >= 0.0f ? {a} : {alpha} * {a})"), alpha=0.01)),
+    "LeakyRelu": Op(
+        FLOAT, _with_defaults(_f("byoc_select({a} >= 0.0f, {a}, {alpha} * {a})"), alpha=0.01)
+    ),
     "ThresholdedRelu": Op(
-        FLOAT, _with_defaults(_f("({a} > {alpha} ? {a} : 0.0f)"), alpha=1.0), since=10
+        FLOAT, _with_defaults(_f("byoc_select({a} > {alpha}, {a}, 0.0f)"), alpha=1.0), since=10
     ),
     "Elu": Op(
         FLOAT,
-        _with_defaults(_f("({a} >= 0.0f ? {a} : {alpha} * (byoc_exp({a}) - 1.0f))"), alpha=1.0),
+        _with_defaults(
+            _f("byoc_select({a} >= 0.0f, {a}, {alpha} * (byoc_exp({a}) - 1.0f))"), alpha=1.0
+        ),
     ),
     "Selu": Op(
         FLOAT,
         _with_defaults(
-            _f("({gamma} * ({a} > 0.0f ? {a} : {alpha} * byoc_exp({a}) - {alpha}))"),
+            _f("({gamma} * byoc_select({a} > 0.0f, {a}, {alpha} * byoc_exp({a}) - {alpha}))"),
             alpha=1.67326319217681884765625,
             gamma=1.05070102214813232421875,
         ),
     ),
     "HardSigmoid": Op(
-        FLOAT, _with_defaults(_f("byoc_clamp01(fmaf({alpha}, {a}, {beta}))"), alpha=0.2, beta=0.5)
+        FLOAT, _with_defaults(_f("byoc_clamp01({alpha} * {a} + {beta})"), alpha=0.2, beta=0.5)
     ),
-    "HardSwish": Op(FLOAT, _f("({a} * byoc_clamp01(fmaf(0.16666667f, {a}, 0.5f)))"), since=14),
+    "HardSwish": Op(FLOAT, _f("({a} * byoc_clamp01(0.16666667f * {a} + 0.5f))"), since=14),
     "Mish": Op(FLOAT, _f("({a} * byoc_tanh(byoc_softplus({a})))"), since=18),
     "Gelu": Op(FLOAT, _gelu, since=20),
     "Clip": Op(NUMERIC, _clip, since=6, arity=(1, 3)),
@@ -294,7 +306,7 @@ OPS: dict[str, Op] = {
     "Xor": Op(("bool",), _f("(uint8_t)({a} ^ {b})"), arity=BINARY),
     "Where": Op(
         ANY,
-        lambda e: f"({e.args[0]} ? {e.args[1]} : {e.args[2]})",
+        lambda e: select(str(e.args[0]), str(e.args[1]), str(e.args[2]), e.out_dtype),
         t_input=1,
         since=9,
         arity=(3, 3),

@@ -37,8 +37,8 @@ OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "cflags": (
         (list, str),
         None,
-        "compiler flags (default: -O3, -march=native, -fno-math-errno and -fopenmp, "
-        "each where the compiler takes it)",
+        "compiler flags (default: -O3, -march=native, -fno-math-errno, -fno-trapping-math "
+        "and -fopenmp (else -fopenmp-simd), each where the compiler takes it)",
     ),
     "omp_min_elements": (int, 1 << 16, "loops over at least this many elements use OpenMP"),
     "keep_onnxruntime_fusions": (

@@ -1,7 +1,12 @@
 /* byoc-ccompiler prelude: branch-free float math that compilers vectorize.
  *
  * libm's expf/tanhf/erff/logf are scalar calls that stop a loop from vectorizing; these inline
- * versions are within a few ulp (erf: about 1e-7 absolute) and handle inf and NaN. */
+ * versions are within a few ulp (erf: about 1e-7 absolute) and handle inf and NaN.
+ *
+ * Every float choice goes through byoc_select: its condition is always evaluated and the pick is
+ * a bit mask, so there is no control flow for the vectorizer to if-convert. A C ternary that
+ * picks between floats is only vectorized when the compiler may assume that comparisons do not
+ * trap (gcc: -fno-trapping-math); byoc_select does not depend on that flag. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -10,72 +15,95 @@
 static inline float byoc_bits_to_float(int32_t i) { float f; memcpy(&f, &i, 4); return f; }
 static inline int32_t byoc_float_to_bits(float f) { int32_t i; memcpy(&i, &f, 4); return i; }
 
-/* e^x: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, scale by 2^n through the exponent. */
-static inline float byoc_exp(float x) {
-  const float xc = x < -87.3365f ? -87.3365f : (x > 88.7228f ? 88.7228f : x);
-  const float n0 = rintf(xc * 1.44269504088896341f);
-  const float n = n0 > 127.0f ? 127.0f : n0;  /* 2^128 is not a float; r grows a little */
-  float r = fmaf(n, -0.693145751953125f, xc);
-  r = fmaf(n, -1.428606765330187045e-06f, r);
-  float p = 1.9875691500e-4f;
-  p = fmaf(p, r, 1.3981999507e-3f);
-  p = fmaf(p, r, 8.3334519073e-3f);
-  p = fmaf(p, r, 4.1665795894e-2f);
-  p = fmaf(p, r, 1.6666665459e-1f);
-  p = fmaf(p, r, 5.0000001201e-1f);
-  p = fmaf(p * r, r, r) + 1.0f;
-  const float y = p * byoc_bits_to_float(((int32_t)n + 127) << 23);
-  return x != x ? x : (x > 88.7228f ? INFINITY : (x < -87.3365f ? 0.0f : y));
+/* c ? a : b, without a branch (c is 0 or 1) */
+static inline float byoc_select(int c, float a, float b) {
+  const int32_t mask = -(int32_t)c;
+  return byoc_bits_to_float((byoc_float_to_bits(a) & mask) | (byoc_float_to_bits(b) & ~mask));
 }
 
-/* ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), polynomial in m - 1 (Cephes logf). */
+/* e^z for z in [-87.34, 88.73] (not NaN): z = n ln2 + r, |r| <= ln2/2, degree-6 polynomial,
+ * scaled by 2^n through the exponent bits. */
+static inline float byoc_exp_core(float z) {
+  /* round to nearest: adding 1.5 * 2^23 drops the fraction (rintf vectorizes only with SSE4.1) */
+  float n = (z * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+  n = byoc_select(n > 127.0f, 127.0f, n);  /* 2^128 is not a float; r grows a little */
+  float r = z - n * 0.693145751953125f;  /* n ln2 in two parts: both products exact */
+  r = r - n * 1.428606765330187045e-06f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  return p * byoc_bits_to_float((int32_t)((uint32_t)((int32_t)n + 127) << 23));
+}
+
+/* z clamped to byoc_exp_core's range; NaN becomes the lower bound (callers answer NaN) */
+static inline float byoc_exp_clamp(float z) {
+  z = byoc_select(z > -87.3365f, z, -87.3365f);
+  return byoc_select(z > 88.7228391f, 88.7228391f, z);
+}
+
+/* e^x: 0 below -87.34, inf above 88.73 */
+static inline float byoc_exp(float x) {
+  float y = byoc_exp_core(byoc_exp_clamp(x));
+  y = byoc_select(x > 88.7228391f, INFINITY, y);
+  y = byoc_select(x < -87.3365f, 0.0f, y);
+  return byoc_select(x != x, x, y);
+}
+
+/* ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), polynomial in m - 1 (Cephes logf).
+ * Subnormals are scaled by 2^24 first; 0, negatives, inf and NaN get IEEE's answers. */
 static inline float byoc_log(float x) {
-  const int32_t bits = byoc_float_to_bits(x);
-  int32_t e = ((bits >> 23) & 0xff) - 126;
+  const int sub = x < 1.17549435e-38f;
+  const float xs = byoc_select(sub, x * 16777216.0f, x);
+  const int32_t bits = byoc_float_to_bits(xs);
+  int32_t e = ((bits >> 23) & 0xff) - 126 - 24 * sub;
   float m = byoc_bits_to_float((bits & 0x007fffff) | 0x3f000000); /* in [0.5, 1) */
   const int small = m < 0.707106781186547524f;
   e -= small;
-  m = small ? m + m - 1.0f : m - 1.0f;
+  m = byoc_select(small, m + m - 1.0f, m - 1.0f);
   const float z = m * m;
   float y = 7.0376836292e-2f;
-  y = fmaf(y, m, -1.1514610310e-1f);
-  y = fmaf(y, m, 1.1676998740e-1f);
-  y = fmaf(y, m, -1.2420140846e-1f);
-  y = fmaf(y, m, 1.4249322787e-1f);
-  y = fmaf(y, m, -1.6668057665e-1f);
-  y = fmaf(y, m, 2.0000714765e-1f);
-  y = fmaf(y, m, -2.4999993993e-1f);
-  y = fmaf(y, m, 3.3333331174e-1f);
+  y = y * m - 1.1514610310e-1f;
+  y = y * m + 1.1676998740e-1f;
+  y = y * m - 1.2420140846e-1f;
+  y = y * m + 1.4249322787e-1f;
+  y = y * m - 1.6668057665e-1f;
+  y = y * m + 2.0000714765e-1f;
+  y = y * m - 2.4999993993e-1f;
+  y = y * m + 3.3333331174e-1f;
   y = y * m * z;
   const float fe = (float)e;
-  y = fmaf(fe, -2.12194440e-4f, y);
-  y = fmaf(z, -0.5f, y);
-  const float r = fmaf(fe, 0.693359375f, m + y);
-  /* zero, negatives, subnormals, inf and NaN take the slow path's answers */
-  return x > 1.17549435e-38f && x < INFINITY ? r
-       : (x == 0.0f ? -INFINITY : (x == INFINITY ? x : (x > 0.0f ? logf(x) : NAN)));
+  y = y - fe * 2.12194440e-4f;
+  y = y - 0.5f * z;
+  float r = fe * 0.693359375f + (m + y);
+  r = byoc_select(x == INFINITY, x, r);
+  r = byoc_select(x == 0.0f, -INFINITY, r);
+  r = byoc_select(x < 0.0f, NAN, r);
+  return byoc_select(x != x, x, r);
 }
 
-/* tanh: odd rational approximation on [-7.9, 7.9] (as in Eigen and MLAS); +-1 beyond. */
+/* tanh: odd rational approximation on [-7.9, 7.9] (as in Eigen and MLAS), which reaches +-1
+ * at the ends. The clamps keep NaN (their comparisons are false), so NaN comes out. */
 static inline float byoc_tanh(float x) {
-  const float xc = x < -7.90531110763549805f ? -7.90531110763549805f
-                 : (x > 7.90531110763549805f ? 7.90531110763549805f : x);
+  float xc = byoc_select(x < -7.90531110763549805f, -7.90531110763549805f, x);
+  xc = byoc_select(xc > 7.90531110763549805f, 7.90531110763549805f, xc);
   const float x2 = xc * xc;
   float p = -2.76076847742355e-16f;
-  p = fmaf(x2, p, 2.00018790482477e-13f);
-  p = fmaf(x2, p, -8.60467152213735e-11f);
-  p = fmaf(x2, p, 5.12229709037114e-08f);
-  p = fmaf(x2, p, 1.48572235717979e-05f);
-  p = fmaf(x2, p, 6.37261928875436e-04f);
-  p = fmaf(x2, p, 4.89352455891786e-03f);
+  p = x2 * p + 2.00018790482477e-13f;
+  p = x2 * p - 8.60467152213735e-11f;
+  p = x2 * p + 5.12229709037114e-08f;
+  p = x2 * p + 1.48572235717979e-05f;
+  p = x2 * p + 6.37261928875436e-04f;
+  p = x2 * p + 4.89352455891786e-03f;
   p = xc * p;
   float q = 1.19825839466702e-06f;
-  q = fmaf(x2, q, 1.18534705686654e-04f);
-  q = fmaf(x2, q, 2.26843463243900e-03f);
-  q = fmaf(x2, q, 4.89352518554385e-03f);
-  const float r = (x < 4e-4f && x > -4e-4f) ? x
-                : (x >= 7.90531110763549805f ? 1.0f : (x <= -7.90531110763549805f ? -1.0f : p / q));
-  return x != x ? x : r;
+  q = x2 * q + 1.18534705686654e-04f;
+  q = x2 * q + 2.26843463243900e-03f;
+  q = x2 * q + 4.89352518554385e-03f;
+  return p / q;
 }
 
 /* erf: Taylor series below 0.5, else 1 - erfc with Numerical Recipes' erfc (rel. err 1.2e-7). */
@@ -83,40 +111,46 @@ static inline float byoc_erf(float x) {
   const float a = fabsf(x);
   const float x2 = x * x;
   float s = 1.646211437e-06f;  /* 2/sqrt(pi) (-1)^n / (n! (2n+1)), n = 8 .. 0 */
-  s = fmaf(s, x2, -1.492565036e-05f);
-  s = fmaf(s, x2, 1.205533298e-04f);
-  s = fmaf(s, x2, -8.548327023e-04f);
-  s = fmaf(s, x2, 5.223977625e-03f);
-  s = fmaf(s, x2, -2.686617065e-02f);
-  s = fmaf(s, x2, 1.128379167e-01f);
-  s = fmaf(s, x2, -3.761263890e-01f);
-  s = fmaf(s, x2, 1.128379167f);
+  s = s * x2 - 1.492565036e-05f;
+  s = s * x2 + 1.205533298e-04f;
+  s = s * x2 - 8.548327023e-04f;
+  s = s * x2 + 5.223977625e-03f;
+  s = s * x2 - 2.686617065e-02f;
+  s = s * x2 + 1.128379167e-01f;
+  s = s * x2 - 3.761263890e-01f;
+  s = s * x2 + 1.128379167f;
   const float small = x * s;
-  const float t = 1.0f / fmaf(0.5f, a < 10.0f ? a : 10.0f, 1.0f);
+  const float ac = byoc_select(a < 10.0f, a, 10.0f);
+  const float t = 1.0f / (0.5f * ac + 1.0f);
   float p = 0.17087277f;
-  p = fmaf(p, t, -0.82215223f);
-  p = fmaf(p, t, 1.48851587f);
-  p = fmaf(p, t, -1.13520398f);
-  p = fmaf(p, t, 0.27886807f);
-  p = fmaf(p, t, -0.18628806f);
-  p = fmaf(p, t, 0.09678418f);
-  p = fmaf(p, t, 0.37409196f);
-  p = fmaf(p, t, 1.00002368f);
-  p = fmaf(p, t, -1.26551223f);
-  const float ac = a < 10.0f ? a : 10.0f;
-  const float erfc = t * byoc_exp(fmaf(-ac, ac, p));
+  p = p * t - 0.82215223f;
+  p = p * t + 1.48851587f;
+  p = p * t - 1.13520398f;
+  p = p * t + 0.27886807f;
+  p = p * t - 0.18628806f;
+  p = p * t + 0.09678418f;
+  p = p * t + 0.37409196f;
+  p = p * t + 1.00002368f;
+  p = p * t - 1.26551223f;
+  const float erfc = t * byoc_exp(p - ac * ac);
   const float big = copysignf(1.0f - erfc, x);
-  return x != x ? x : (a < 0.5f ? small : big);
+  return byoc_select(x != x, x, byoc_select(a < 0.5f, small, big));
 }
 
-static inline float byoc_sigmoid(float x) { return 1.0f / (1.0f + byoc_exp(-x)); }
+/* 1 / (1 + e^-x); e^-x needs no inf or 0 cases: the clamped values give the same answers */
+static inline float byoc_sigmoid(float x) {
+  return byoc_select(x != x, x, 1.0f / (1.0f + byoc_exp_core(byoc_exp_clamp(-x))));
+}
 
-/* log(1 + e^x) without overflow */
+/* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|), where log1p(u) is
+ * log(v) - ((v - 1) - u) / v with v = 1 + u (corrects the rounding of 1 + u) */
 static inline float byoc_softplus(float x) {
-  return (x > 0.0f ? x : 0.0f) + byoc_log(1.0f + byoc_exp(-fabsf(x)));
+  const float u = byoc_exp(-fabsf(x));
+  const float v = 1.0f + u;
+  return byoc_select(x > 0.0f, x, 0.0f) + (byoc_log(v) - ((v - 1.0f) - u) / v);
 }
 
 static inline float byoc_clamp01(float x) {
-  x = x < 0.0f ? 0.0f : x;
-  return x > 1.0f ? 1.0f : x;
+  x = byoc_select(x < 0.0f, 0.0f, x);
+  return byoc_select(x > 1.0f, 1.0f, x);
 }
