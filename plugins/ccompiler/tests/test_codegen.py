@@ -182,6 +182,49 @@ def test_pow_sum_mean_clip_where_cast_and_logic(config):
     assert len(report.plan.partitions) == 1 and not report.plan.fallback_nodes
 
 
+def test_unfused_guide_example_reads_like_the_guide(config):
+    """``fuse = false``: a function per op, a buffer per intermediate, a subgraph function that
+    calls them in order, and the one exported entry point (the guide's listing)."""
+    cfg = config(fuse=False)
+    (source,) = sources(guide_model(), cfg)
+    kernels = re.findall(r"^/\* kernel \d+: (\w+) \"(\w+)\"", source, re.M)
+    assert kernels == [("Add", "add"), ("Sub", "sub"), ("Mul", "mul")]
+    subgraph = source.split("static int ccompiler_0_(")[1].split("\n}\n")[0]
+    assert subgraph.count("malloc(") == 2 and subgraph.count("free(") == 4  # 2 on failure
+    calls = re.findall(r"^  (ccompiler_0_kernel_\d+)\((.*)\);", subgraph, re.M)
+    assert calls == [
+        ("ccompiler_0_kernel_0", "in0, in1, buf0"),
+        ("ccompiler_0_kernel_1", "buf0, in2, buf1"),
+        ("ccompiler_0_kernel_2", "buf1, in3, out0"),
+    ]
+    assert exported(source) == ["ccompiler_0"]
+    assert_matches_onnxruntime(guide_model(), cfg)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_both_modes_match_onnxruntime_on_a_mixed_graph(fuse, config):
+    model = make_model(
+        [
+            node("Mul", ["x", "scale"], "t0"),
+            node("Sigmoid", ["t0"], "t1"),
+            node("Mul", ["x", "t1"], "t2"),
+            node("Sub", ["v", "w"], "s0"),
+            node("Exp", ["s0"], "s1"),
+            node("Div", ["t2", "s1"], "t3"),
+            node("Greater", ["t3", "t0"], "g"),
+            node("Where", ["g", "t3", "t1"], "y"),
+        ],
+        {"x": [2, 6, 9, 70], "v": [6, 1, 1], "w": [6, 1, 1]},
+        ["y", "t1"],
+        constants={"scale": np.float32(1.5)},
+    )
+    cfg = config(fuse=fuse)
+    (source,) = sources(model, cfg)
+    kernels = len(re.findall(r"^static void ccompiler_0_kernel_\d+\(", source, re.M))
+    assert kernels == (2 if fuse else 8)
+    assert_matches_onnxruntime(model, cfg)
+
+
 def test_integer_wraparound_and_division_by_zero_are_defined(config):
     model = make_model(
         [node("Mul", ["a", "b"], "m"), node("Div", ["m", "b"], "d")],

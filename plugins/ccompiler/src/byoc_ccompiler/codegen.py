@@ -10,7 +10,9 @@ The file has the shape of TVM's BYOC C codegen:
 
 Loop fusion: nodes with the same output shape join one kernel when that keeps the kernel order
 acyclic; values used only inside a kernel live in registers. Values read by another kernel (of
-another shape) or by the outside world are written to memory.
+another shape) or by the outside world are written to memory. Without fusion
+(``Options.fuse = False``) every node is a kernel of its own and every intermediate a buffer:
+the code the BYOC guide's C codegen writes.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ class Options:
 
     openmp: bool = False
     omp_min_elements: int = 1 << 16
+    fuse: bool = True  # False: a kernel per node, a buffer per intermediate (the guide's shape)
 
 
 # -- fusion ------------------------------------------------------------------------------------
@@ -151,7 +154,7 @@ def generate(partition: Partition, options: Options) -> tuple[str, list[Tensor],
     for k, t in enumerate(outputs):
         buffers[t.name] = _Buffer(f"out{k}", t.dtype, t.shape)
     const_arrays: list[tuple[str, np.ndarray]] = []
-    groups = fuse(views)
+    groups = fuse(views) if options.fuse else [[i] for i in range(len(views))]
     kernel_of = {
         v.outputs[0]: g for g, members in enumerate(groups) for v in (views[i] for i in members)
     }

@@ -41,6 +41,12 @@ OPTIONS: dict[str, tuple[Any, Any, str]] = {
         "and -fopenmp (else -fopenmp-simd), each where the compiler takes it)",
     ),
     "omp_min_elements": (int, 1 << 16, "loops over at least this many elements use OpenMP"),
+    "fuse": (
+        bool,
+        True,
+        "fuse nodes into shared loops (false: one C function per op and a buffer per "
+        "intermediate, as in TVM's BYOC guide)",
+    ),
     "keep_onnxruntime_fusions": (
         bool,
         True,
@@ -330,7 +336,9 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
         return None
     toolchain = _required_toolchain(config, partition.name)
     options = Options(
-        openmp=toolchain.openmp, omp_min_elements=config.get("omp_min_elements", 1 << 16)
+        openmp=toolchain.openmp,
+        omp_min_elements=config.get("omp_min_elements", 1 << 16),
+        fuse=config.get("fuse", True),
     )
     source, inputs, outputs = generate(partition, options)
     artifact = Artifact(partition.name, source, inputs, outputs)
