@@ -21,12 +21,14 @@ static inline float byoc_select(int c, float a, float b) {
   return byoc_bits_to_float((byoc_float_to_bits(a) & mask) | (byoc_float_to_bits(b) & ~mask));
 }
 
-/* e^z for z in [-87.34, 88.73] (not NaN): z = n ln2 + r, |r| <= ln2/2, degree-6 polynomial,
- * scaled by 2^n through the exponent bits. */
+/* e^z for z in [-87.34, 88.73]: z = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, scaled by
+ * 2^n through the exponent bits. NaN stays NaN; no float-to-int conversion (none can overflow). */
 static inline float byoc_exp_core(float z) {
-  /* round to nearest: adding 1.5 * 2^23 drops the fraction (rintf vectorizes only with SSE4.1) */
-  float n = (z * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  n = byoc_select(n > 127.0f, 127.0f, n);  /* 2^128 is not a float; r grows a little */
+  /* adding 1.5 * 2^23 rounds z / ln2 to an integer n and leaves n in the low mantissa bits */
+  const float t = z * 1.44269504088896341f + 12582912.0f;
+  int32_t ni = byoc_float_to_bits(t) - 0x4B400000;
+  ni = ni > 127 ? 127 : ni;  /* 2^128 is not a float; r grows a little */
+  const float n = (float)ni;
   float r = z - n * 0.693145751953125f;  /* n ln2 in two parts: both products exact */
   r = r - n * 1.428606765330187045e-06f;
   float p = 1.9875691500e-4f;
@@ -36,21 +38,19 @@ static inline float byoc_exp_core(float z) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  return p * byoc_bits_to_float((int32_t)((uint32_t)((int32_t)n + 127) << 23));
+  return p * byoc_bits_to_float((int32_t)((uint32_t)(ni + 127) << 23));
 }
 
-/* z clamped to byoc_exp_core's range; NaN becomes the lower bound (callers answer NaN) */
+/* z clamped to byoc_exp_core's range; NaN stays NaN (both comparisons are false) */
 static inline float byoc_exp_clamp(float z) {
-  z = byoc_select(z > -87.3365f, z, -87.3365f);
+  z = byoc_select(z < -87.3365f, -87.3365f, z);
   return byoc_select(z > 88.7228391f, 88.7228391f, z);
 }
 
 /* e^x: 0 below -87.34, inf above 88.73 */
 static inline float byoc_exp(float x) {
-  float y = byoc_exp_core(byoc_exp_clamp(x));
-  y = byoc_select(x > 88.7228391f, INFINITY, y);
-  y = byoc_select(x < -87.3365f, 0.0f, y);
-  return byoc_select(x != x, x, y);
+  const float y = byoc_exp_core(byoc_exp_clamp(x));
+  return byoc_select(x > 88.7228391f, INFINITY, byoc_select(x < -87.3365f, 0.0f, y));
 }
 
 /* ln x: x = m 2^e with m in [sqrt(1/2), sqrt(2)), polynomial in m - 1 (Cephes logf).
@@ -137,9 +137,9 @@ static inline float byoc_erf(float x) {
   return byoc_select(x != x, x, byoc_select(a < 0.5f, small, big));
 }
 
-/* 1 / (1 + e^-x); e^-x needs no inf or 0 cases: the clamped values give the same answers */
+/* 1 / (1 + e^-x); the clamped e^-x gives the same answers as the inf and 0 cases would */
 static inline float byoc_sigmoid(float x) {
-  return byoc_select(x != x, x, 1.0f / (1.0f + byoc_exp_core(byoc_exp_clamp(-x))));
+  return 1.0f / (1.0f + byoc_exp_core(byoc_exp_clamp(-x)));
 }
 
 /* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|), where log1p(u) is
