@@ -7,7 +7,8 @@ loop fusion removes is the whole cost; target <= 0.3) and ``transcendental`` (Si
 among 8 ops: the math dominates; target <= 0.5). Both run in one process, interleaved, after a
 warm-up, with ``placement = "static"`` (the backend's own speed). The script prints the CPU, ISA,
 compiler and flags, then median times, their ratio and the bandwidth each achieves next to this
-machine's memory-copy bandwidth.
+machine's memory-copy bandwidth. Last, each math op alone (``op(x) + x``) against onnxruntime's
+own vectorized kernel.
 
 The onnxruntime baseline runs with ``session.intra_op.allow_spinning=0``: interleaved in one
 process, a spinning baseline keeps the second core busy while the compiled loop runs, a cost no
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from typing import Any
 
 import byoc
 import numpy as np
@@ -29,6 +31,7 @@ from onnx import helper, numpy_helper
 
 SHAPE = [1, 64, 256, 256]
 TARGETS = {"arithmetic": 0.3, "transcendental": 0.5}
+MATH = ["Sigmoid", "Tanh", "Exp", "Erf", "Gelu", "Log"]
 # (op, second operand or None); "x" is the chain's input, a..d per-channel or scalar constants
 CHAINS = {
     "arithmetic": [
@@ -94,10 +97,18 @@ def copy_bandwidth(x: np.ndarray, repeat: int) -> float:
     return 2 * x.nbytes / statistics.median(times) / 1e9
 
 
-def bench_chain(name: str, repeat: int, spinning: bool, x: np.ndarray) -> float:
-    chain = CHAINS[name]
-    m = model(chain)
-    compiled = byoc.compile(m, {"backends": ["ccompiler"], "compile": {"placement": "static"}})
+def side_by_side(
+    m: onnx.ModelProto, x: np.ndarray, repeat: int, spinning: bool, keep_fusions: bool = True
+) -> tuple[float, dict[str, float], dict[str, Any]]:
+    """Max |diff|, median seconds of byoc (one ccompiler partition) and onnxruntime, toolchain."""
+    compiled = byoc.compile(
+        m,
+        {
+            "backends": ["ccompiler"],
+            "compile": {"placement": "static"},
+            "backend": {"ccompiler": {"keep_onnxruntime_fusions": keep_fusions}},
+        },
+    )
     kinds = [step.unit.backend for step in compiled.steps]
     assert kinds == ["ccompiler"], f"expected one ccompiler partition, got {kinds}"
     options = ort.SessionOptions()
@@ -121,16 +132,43 @@ def bench_chain(name: str, repeat: int, spinning: bool, x: np.ndarray) -> float:
             runs[label]()
             times[label].append(time.perf_counter() - t)
     med = {k: statistics.median(v) for k, v in times.items()}
+    return err, med, compiled.steps[0].artifact.toolchain
+
+
+def bench_chain(name: str, repeat: int, spinning: bool, x: np.ndarray) -> float:
+    chain = CHAINS[name]
+    err, med, toolchain = side_by_side(model(chain), x, repeat, spinning)
     moved = 2 * x.nbytes  # the fused loop reads x once and writes y once
     ops = ", ".join(op for op, _ in chain)
     print(f"{name} chain: {ops}; max |diff| {err:.2e}")
-    toolchain = compiled.steps[0].artifact.toolchain
     print(f"  built with {toolchain['cc']} {' '.join(toolchain['cflags'])}")
     for label, t in med.items():
         print(f"  {label:15s} median {t * 1e3:8.2f} ms   {moved / t / 1e9:6.2f} GB/s (in + out)")
     ratio = med["byoc ccompiler"] / med["onnxruntime"]
     print(f"  ratio ccompiler / onnxruntime: {ratio:.3f} (target <= {TARGETS[name]})")
     return ratio
+
+
+def bench_math(repeat: int, spinning: bool, x: np.ndarray) -> None:
+    """Each math op alone (``y = op(x) + x``), against onnxruntime's vectorized kernel."""
+    print("single math ops, y = op(x) + x:")
+    for op in MATH:
+        xi = np.abs(x) + 1e-3 if op == "Log" else x
+        nodes = [helper.make_node(op, ["x"], ["t"]), helper.make_node("Add", ["t", "x"], ["y"])]
+        f32 = onnx.TensorProto.FLOAT
+        graph = helper.make_graph(
+            nodes,
+            op.lower(),
+            [helper.make_tensor_value_info("x", f32, SHAPE)],
+            [helper.make_tensor_value_info("y", f32, SHAPE)],
+        )
+        m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)], ir_version=10)
+        err, med, _ = side_by_side(m, xi, repeat, spinning, keep_fusions=False)
+        ours, theirs = med["byoc ccompiler"], med["onnxruntime"]
+        print(
+            f"  {op:8s} ccompiler {ours * 1e3:6.2f} ms   onnxruntime {theirs * 1e3:6.2f} ms   "
+            f"ratio {ours / theirs:.2f}   max |diff| {err:.1e}"
+        )
 
 
 def main() -> None:
@@ -150,6 +188,7 @@ def main() -> None:
     )
     for name in CHAINS:
         bench_chain(name, args.repeat, args.spinning_baseline, x)
+    bench_math(args.repeat, args.spinning_baseline, x)
 
 
 if __name__ == "__main__":

@@ -106,35 +106,26 @@ static inline float byoc_tanh(float x) {
   return p / q;
 }
 
-/* erf: Taylor series below 0.5, else 1 - erfc with Numerical Recipes' erfc (rel. err 1.2e-7). */
+/* erf: odd rational |x| P(x^2) / Q(x^2), least-squares fitted on [0, 3.92] (within 6 ulp, about
+ * 3.5e-7 absolute); erf(3.92) rounds to 1. NaN stays NaN (the comparisons are false). */
 static inline float byoc_erf(float x) {
-  const float a = fabsf(x);
-  const float x2 = x * x;
-  float s = 1.646211437e-06f;  /* 2/sqrt(pi) (-1)^n / (n! (2n+1)), n = 8 .. 0 */
-  s = s * x2 - 1.492565036e-05f;
-  s = s * x2 + 1.205533298e-04f;
-  s = s * x2 - 8.548327023e-04f;
-  s = s * x2 + 5.223977625e-03f;
-  s = s * x2 - 2.686617065e-02f;
-  s = s * x2 + 1.128379167e-01f;
-  s = s * x2 - 3.761263890e-01f;
-  s = s * x2 + 1.128379167f;
-  const float small = x * s;
-  const float ac = byoc_select(a < 10.0f, a, 10.0f);
-  const float t = 1.0f / (0.5f * ac + 1.0f);
-  float p = 0.17087277f;
-  p = p * t - 0.82215223f;
-  p = p * t + 1.48851587f;
-  p = p * t - 1.13520398f;
-  p = p * t + 0.27886807f;
-  p = p * t - 0.18628806f;
-  p = p * t + 0.09678418f;
-  p = p * t + 0.37409196f;
-  p = p * t + 1.00002368f;
-  p = p * t - 1.26551223f;
-  const float erfc = t * byoc_exp(p - ac * ac);
-  const float big = copysignf(1.0f - erfc, x);
-  return byoc_select(x != x, x, byoc_select(a < 0.5f, small, big));
+  const float a = byoc_select(fabsf(x) > 3.92f, 3.92f, fabsf(x));
+  const float t = a * a;
+  float p = -1.33621425e-08f;
+  p = p * t + 4.72285774e-06f;
+  p = p * t + 0.000380540616f;
+  p = p * t + 0.00383236841f;
+  p = p * t + 0.0542808846f;
+  p = p * t + 0.184688658f;
+  p = p * t + 1.12837923f;
+  float q = 6.34659082e-05f;
+  q = q * t + 0.00130524614f;
+  q = q * t + 0.0154315913f;
+  q = q * t + 0.113774121f;
+  q = q * t + 0.497009605f;
+  q = q * t + 1.0f;
+  const float r = a * p / q;
+  return copysignf(byoc_select(r > 1.0f, 1.0f, r), x);
 }
 
 /* 1 / (1 + e^-x); the clamped e^-x gives the same answers as the inf and 0 cases would */
