@@ -375,7 +375,8 @@ def test_cli_dump_dir_writes_the_c_source(tmp_path, cache):
 
 
 SPECIAL = np.array(  # the edges, then a grid over the range that matters
-    [*np.linspace(-9, 9, 361), -np.inf, -100, -88.8, -88.5, -87.5, -20, -8, -7.9, -1, -1e-3, -1e-40, 0, 1e-40, 1e-30, 1e-7,
+    [*np.linspace(-9, 9, 361),
+     -np.inf, -100, -88.8, -88.5, -87.5, -20, -8, -7.9, -1, -1e-3, -1e-40, 0, 1e-40, 1e-30, 1e-7,
      0.3, 0.5, 0.7, 1, 2.5, 7.9, 8, 10, 20, 87.5, 88.5, 88.7, 88.8, 100, np.inf, np.nan],
     np.float32,
 )  # fmt: skip
