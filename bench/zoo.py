@@ -22,9 +22,10 @@ idle seconds before each block so the other child's threads stop spinning). Timi
 side by side in short blocks cancels the slow drift of this shared machine, which moves
 separate runs by 10-50%. A pair's ratio is the byoc block's median run over the onnxruntime
 block's; a cell is the median of its pair ratios: < 1 means byoc is faster; cells above 1.02
-are marked. Failures (compile errors, unavailable backends) become error cells; the run goes on.
-Per-cell details go to stderr as the run proceeds; the machine, the table and the summary to
-stdout.
+are marked ``>``, and ``>!`` when byoc lost consistently (the lower quartile of the pair ratios
+is above 1: not noise). Failures (compile errors, unavailable backends) become error cells; the
+run goes on. Per-cell details go to stderr as the run proceeds; the machine, the table and the
+summary to stdout.
 """
 
 from __future__ import annotations
@@ -260,13 +261,14 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
                 notes.append(f"[{len(notes) + 1}] {m} / {c}: {cell['error']}")
                 text = f"error[{len(notes)}]"
             else:
-                mark = " >" if cell["ratio"] > MARK else "  "
+                mark = (">!" if _consistent(cell) else " >") if cell["ratio"] > MARK else "  "
                 text = f"{cell['ratio']:.2f}" + ("=" if _plain(cell) else " ") + mark
             row.append(f"{text:>11}")
         lines.append(f"{m:{width}}  " + "  ".join(row))
     ok = [c for c in cells if "ratio" in c]
     lines.append(
-        f"(cells: byoc / onnxruntime, median over rounds; '>' marks > {MARK}; '=': byoc ran the "
+        f"(cells: byoc / onnxruntime, median over rounds; '>' marks > {MARK}, '>!' a consistent "
+        "loss (lower quartile of the pair ratios above 1); '=': byoc ran the "
         "model as one onnxruntime session, the same work as the baseline; 'ort +-': half the "
         "range of the onnxruntime medians of the row, the noise floor)"
     )
@@ -275,16 +277,23 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
         if not group:
             continue
         worst = max(group, key=lambda c: c["ratio"])
-        above = sum(c["ratio"] > MARK for c in group)
+        above = [c for c in group if c["ratio"] > MARK]
         lines.append(
             f"cells{label}: {len(group)}, worst ratio {worst['ratio']:.2f} on "
-            f"{worst['model']}/{worst['config']}, {above} above {MARK}"
+            f"{worst['model']}/{worst['config']}, {len(above)} above {MARK}, "
+            f"{sum(map(_consistent, above))} of them consistently"
         )
     if notes:
         lines.append(f"{len(notes)} error cells")
     if not ok:
         lines.append(f"no ratio measured; {len(notes)} error cells")
     return lines
+
+
+def _consistent(cell: dict[str, Any]) -> bool:
+    """byoc was slower in at least three quarters of the cell's pairs."""
+    pairs = cell.get("pair_ratios", [])
+    return len(pairs) >= 4 and statistics.quantiles(pairs, n=4)[0] > 1.0
 
 
 def _plain(cell: dict[str, Any]) -> bool:
