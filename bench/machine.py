@@ -42,7 +42,7 @@ def machine() -> dict[str, str]:
     }
 
 
-def print_machine() -> None:
-    info = machine()
+def print_machine(info: dict[str, str] | None = None) -> None:
+    info = info or machine()
     for key in ("cpu", "isa", "cc", "versions", "load"):
         print(f"{key + ':':10s}{info[key]}")

@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine import machine
+from machine import machine, print_machine
 from zoo_models import zoo
 
 CONFIGS = {
@@ -267,9 +267,10 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
         lines.append(f"{m:{width}}  " + "  ".join(row))
     ok = [c for c in cells if "ratio" in c]
     lines.append(
-        f"(cells: byoc / onnxruntime, median over rounds; '>' marks > {MARK}, '>!' a consistent "
-        "loss (lower quartile of the pair ratios above 1); '=': byoc ran the "
-        "model as one onnxruntime session, the same work as the baseline; 'ort +-': half the "
+        "(cells: byoc / onnxruntime, the median of a cell's pair ratios; "
+        f"'>' marks > {MARK}, '>!' a consistent loss (lower quartile of the pair ratios above "
+        "1); '=': byoc ran the model as one onnxruntime session, the same work as the "
+        "baseline; 'ort +-': half the "
         "range of the onnxruntime medians of the row, the noise floor)"
     )
     lines += notes
@@ -343,8 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     models = select(list(everything), args.models, "model")
     configs = select(list(CONFIGS), args.configs, "config")
     info = machine()
-    for key in ("cpu", "isa", "cc", "versions", "load"):
-        print(f"{key + ':':10s}{info[key]}")
+    print_machine(info)
     print(
         f"settings: rounds {args.rounds}, blocks {args.blocks} x {args.block} s, gap "
         f"{args.gap} s, warmup {args.warmup}, placement {args.placement or 'default'}",

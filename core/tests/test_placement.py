@@ -96,7 +96,7 @@ def fake_clock(monkeypatch):
 
     monkeypatch.setattr(placement, "time_pair", time_pair)
     monkeypatch.setattr(placement, "time_blocks", time_blocks)
-    monkeypatch.setattr(placement, "session_call_ms", lambda config: clock["call"])
+    monkeypatch.setattr(placement, "session_call_ms", lambda config, reg=None: clock["call"])
     return clock
 
 

@@ -211,7 +211,7 @@ class _Placer:
         """Run the plan on onnxruntime to get each partition's inputs, then time each
         partition on its backend and on onnxruntime, yielding each verdict as it is made."""
         quiet = _quiet(fallback_config(self.cfg, self.plan, self.reg))
-        call = session_call_ms(quiet)
+        call = session_call_ms(quiet, self.reg)
         wanted = {p.name for p in todo}
         env = dict(feeds)
         ort: dict[str, Runner] = {}
@@ -352,7 +352,7 @@ def time_blocks(
     return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
 
 
-def session_call_ms(config: Mapping[str, Any]) -> float:
+def session_call_ms(config: Mapping[str, Any], reg: Any = None) -> float:
     """Median milliseconds of one call of an onnxruntime session that does nothing (an
     Identity on one float): the fixed cost every onnxruntime unit of a plan pays."""
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])
@@ -364,7 +364,7 @@ def session_call_ms(config: Mapping[str, Any]) -> float:
         graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8
     )
     unit = Partition("call", FALLBACK, [], ["x"], ["y"], model)
-    run = _runtime(registry(), FALLBACK, unit, config)[1].run
+    run = _runtime(reg or registry(), FALLBACK, unit, config)[1].run
     args = [np.zeros(1, np.float32)]
     for _ in range(20):
         run(args)

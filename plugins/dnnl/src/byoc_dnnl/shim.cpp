@@ -118,13 +118,12 @@ memory::desc innermost(const dims_t &d, int axis) {
             strides[i] = s;
             s *= d[i];
         }
-    return memory::desc(d, memory::data_type::f32, strides);
+    return memory::desc(d, dt::f32, strides);
 }
 
 bool is_reference(const primitive_desc_base &pd) {
     return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
-
 
 memory::desc any(const dims_t &d) { return memory::desc(d, dt::f32, tag::any); }
 
@@ -902,7 +901,8 @@ const char *bd_step_impl(void *net, int i) {
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
         return "";
     std::string &s = n->impl_names[i];
-    s = std::string(dnnl_prim_kind2str((dnnl_primitive_kind_t)n->steps[i].prim.get_kind())) + " " + impl;
+    auto kind = (dnnl_primitive_kind_t)n->steps[i].prim.get_kind();
+    s = std::string(dnnl_prim_kind2str(kind)) + " " + impl;
     return s.c_str();
 }
 
