@@ -61,8 +61,11 @@ def test_run_matches_numpy_with_symbolic_batch():
         ({"x": np.zeros((2, 5), np.float32), "y": np.zeros((1, 4), np.float32)}, "dim 1 must be 4"),
     ],
 )
-def test_bad_inputs_are_input_errors(inputs, words):
-    compiled = byoc.compile(model(), CFG)
+@pytest.mark.parametrize("backends", [["examplejson"], []], ids=["partitioned", "one-session"])
+def test_bad_inputs_are_input_errors(inputs, words, backends):
+    # with no backend, one onnxruntime session runs the model, called natively (no Python checks)
+    compiled = byoc.compile(model(), {**CFG, "backends": backends})
+    assert len(compiled.steps) == (1 if not backends else 3)
     with pytest.raises(byoc.InputError) as err:
         compiled.run(inputs)
     assert words in str(err.value)

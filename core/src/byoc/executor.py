@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -22,6 +22,7 @@ from byoc.errors import (
     InputError,
     NodesRefused,
 )
+from byoc.fallback import raw_run
 from byoc.graph import Graph, TensorType
 from byoc.inputs import check_inputs
 from byoc.pipeline import ConfigLike, partition, resolve_backends
@@ -29,6 +30,14 @@ from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry, registry
 from byoc.progress import ProgressFn
 from byoc.shapes import Specializations
+
+
+class _Direct(NamedTuple):
+    """One onnxruntime session that runs the whole model, called natively (see raw_run)."""
+
+    names: frozenset[str]  # the model's inputs, all of which the native call needs
+    outputs: list[str]
+    run: Callable[[list[str], dict[str, Any], None], Any]
 
 
 @dataclass
@@ -144,15 +153,18 @@ class CompiledModel:
         Inputs whose shapes differ from the ones the model was specialised for (``[shapes]``)
         but fit its declared symbolic dims are run on a variant compiled for them, once.
         """
-        if self._direct is not None and _plain_arrays(inputs):
-            try:  # as fast as plain onnxruntime, which checks names, dtypes and shapes itself
-                return dict(zip(self._direct[0], self._direct[1].run(None, inputs), strict=True))
+        direct = self._direct
+        if direct is not None and _plain_arrays(inputs) and direct.names == inputs.keys():
+            try:  # onnxruntime's C++ checks each input's dtype and shape itself (raw_run)
+                return dict(
+                    zip(direct.outputs, direct.run(direct.outputs, inputs, None), strict=True)
+                )
             except Exception:
                 pass  # the checked path says what is wrong with the inputs, or fails the same
         return self._run(inputs, None)
 
-    def _one_session(self) -> tuple[list[str], Any] | None:
-        """(output names, onnxruntime session) when one session runs the whole model."""
+    def _one_session(self) -> _Direct | None:
+        """How to call onnxruntime directly when one session runs the whole model."""
         if len(self.steps) != 1 or self._constants:
             return None
         unit, session = self.steps[0].unit, getattr(self.steps[0].runtime, "session", None)
@@ -160,7 +172,7 @@ class CompiledModel:
             return None
         if set(unit.inputs) != set(self.inputs) or set(unit.outputs) != set(self.outputs):
             return None
-        return unit.outputs, session
+        return _Direct(frozenset(unit.inputs), list(unit.outputs), raw_run(session))
 
     def profile(
         self, inputs: Mapping[str, Any]
