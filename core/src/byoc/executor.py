@@ -35,9 +35,23 @@ from byoc.shapes import Specializations
 class _Direct(NamedTuple):
     """One onnxruntime session that runs the whole model, called natively (see raw_run)."""
 
-    names: frozenset[str]  # the model's inputs, all of which the native call needs
+    inputs: dict[str, tuple[int, ...] | None]  # every input, and its shape when fully static
     outputs: list[str]
-    run: Callable[[list[str], dict[str, Any], None], Any]
+    run: Callable[[list[str], Mapping[str, Any], None], Any]
+
+    def accepts(self, inputs: Any) -> bool:
+        """Numpy arrays in native byte order for exactly the model's inputs, of the shapes
+        ``[shapes]`` fixed (the session declares the source's dims; folded shape computations
+        assume the fixed ones). Anything else takes the checked path."""
+        if not isinstance(inputs, dict) or inputs.keys() != self.inputs.keys():
+            return False
+        for name, shape in self.inputs.items():
+            value = inputs[name]
+            if type(value) is not np.ndarray or not value.dtype.isnative:
+                return False
+            if shape is not None and value.shape != shape:
+                return False
+        return True
 
 
 @dataclass
@@ -154,7 +168,7 @@ class CompiledModel:
         but fit its declared symbolic dims are run on a variant compiled for them, once.
         """
         direct = self._direct
-        if direct is not None and _plain_arrays(inputs) and direct.names == inputs.keys():
+        if direct is not None and direct.accepts(inputs):
             try:  # onnxruntime's C++ checks each input's dtype and shape itself (raw_run)
                 return dict(
                     zip(direct.outputs, direct.run(direct.outputs, inputs, None), strict=True)
@@ -172,7 +186,8 @@ class CompiledModel:
             return None
         if set(unit.inputs) != set(self.inputs) or set(unit.outputs) != set(self.outputs):
             return None
-        return _Direct(frozenset(unit.inputs), list(unit.outputs), raw_run(session))
+        shapes = {n: _static_shape(t) for n, t in self.inputs.items()}
+        return _Direct(shapes, list(unit.outputs), raw_run(session))
 
     def profile(
         self, inputs: Mapping[str, Any]
@@ -231,11 +246,10 @@ class CompiledModel:
         return f"<CompiledModel {kinds}>"
 
 
-def _plain_arrays(inputs: Any) -> bool:
-    """A dict of numpy arrays in native byte order (onnxruntime reads other orders wrongly)."""
-    return isinstance(inputs, dict) and all(
-        type(v) is np.ndarray and v.dtype.isnative for v in inputs.values()
-    )
+def _static_shape(t: TensorType | None) -> tuple[int, ...] | None:
+    if t is None or t.shape is None or not t.is_static:
+        return None
+    return tuple(int(d) for d in t.shape if d is not None)
 
 
 def _results(unit: Partition, results: Any) -> list[np.ndarray]:

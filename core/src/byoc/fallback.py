@@ -40,7 +40,7 @@ def session_options(config: Mapping[str, Any]) -> ort.SessionOptions:
     return opts
 
 
-def raw_run(session: ort.InferenceSession) -> Callable[[list[str], dict[str, Any], None], Any]:
+def raw_run(session: ort.InferenceSession) -> Callable[[list[str], Mapping[str, Any], None], Any]:
     """The session's native ``run(output names, feed, run options)``, without the Python wrapper.
 
     The wrapper checks for missing inputs, OrtValue ownership and WebGPU graph capture, and

@@ -30,6 +30,14 @@ _FOLDABLE = frozenset(
 )
 
 _MAX_FOLDED_FILL = 1 << 24  # elements: a bigger ConstantOfShape stays a node
+# Shape computations, folded once the dims they read are known (a model exported with dynamic
+# axes, specialised by [shapes]): Shape and Size of a value of static shape, and these ops when
+# every input and the output are small constants. onnx's reference implementation evaluates them.
+_SHAPE_ARITHMETIC_TEXT = """Abs Add And Ceil Concat Div Equal Expand Floor Gather Greater
+GreaterOrEqual Less LessOrEqual Max Min Mod Mul Neg Not Or Range ReduceMax ReduceMin ReduceProd
+ReduceSum Sign Slice Sub Where"""
+_SHAPE_ARITHMETIC = frozenset(_SHAPE_ARITHMETIC_TEXT.split())
+_SMALL = 1 << 12  # elements: the most a folded shape computation reads or writes
 Dim = int | str | None
 # Element types stored two or four to a byte in raw_data.
 _PACKED = {
@@ -82,6 +90,28 @@ def _fold_op(
         chosen = [int(a) for a in np.ravel(np.asarray(axes))]
         return np.expand_dims(x, tuple(a % (x.ndim + len(chosen)) for a in chosen))
     return x  # Identity
+
+
+def _evaluate(
+    node: onnx.NodeProto, args: dict[str, np.ndarray], opsets: Sequence[onnx.OperatorSetIdProto]
+) -> Any:
+    """One node on constant inputs, by onnx's reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+
+    def info(name: str, value: np.ndarray) -> onnx.ValueInfoProto:
+        elem = helper.np_dtype_to_tensor_dtype(value.dtype)
+        return helper.make_tensor_value_info(name, elem, value.shape)
+
+    graph = helper.make_graph(
+        [node],
+        "fold",
+        [info(n, v) for n, v in args.items()],
+        [helper.make_tensor_value_info(node.output[0], onnx.TensorProto.UNDEFINED, None)],
+    )
+    default = [o for o in opsets if o.domain in ("", "ai.onnx")]
+    model = helper.make_model(graph, opset_imports=default or [helper.make_opsetid("", 13)])
+    (value,) = ReferenceEvaluator(model).run(None, args)
+    return value
 
 
 def tensor_type(type_proto: onnx.TypeProto) -> TensorType | None:
@@ -182,7 +212,8 @@ class Graph:
     """Analysis of a normalized model's main graph (see ``load_model``).
 
     Nodes are in topological order. Constant values (initializers, Constant nodes, Cast/Identity
-    of constants) are not edges: each user binds them itself.
+    of constants, shape computations on static shapes) are not edges: each user binds them
+    itself.
     """
 
     def __init__(self, model: onnx.ModelProto) -> None:
@@ -218,25 +249,58 @@ class Graph:
             names = [
                 n for n in [*node.input, *subgraph_reads(node)] if n and not self.is_constant(n)
             ]
+            if i in self.const_nodes:  # Shape reads only its input's type
+                names = []
             names = list(dict.fromkeys(names))
             self.reads.append(names)
             for name in names:
                 self.consumers.setdefault(name, []).append(i)
 
     def _find_const_nodes(self) -> set[int]:
-        constant_values = set(self.initializers)
+        constant_values = self._constant_values = set(self.initializers)
         const_nodes: set[int] = set()
         for i, node in enumerate(self.nodes):
+            if node.domain not in ("", "ai.onnx"):
+                continue
             if (
                 node.op_type in _FOLDABLE
-                and node.domain in ("", "ai.onnx")
                 and all(name in constant_values for name in node.input if name)
                 and (node.op_type != "ConstantOfShape" or self._small_fill(node))
-            ):
+            ) or self._fold_shape(node):
                 const_nodes.add(i)
                 constant_values.update(node.output)
-        self._constant_values = constant_values
         return const_nodes
+
+    def _fold_shape(self, node: onnx.NodeProto) -> bool:
+        """Fold a shape computation into ``_constant_cache``; False when it cannot be folded."""
+        op, names = node.op_type, list(node.input)
+        if op in ("Shape", "Size") and len(names) == 1 and len(node.output) == 1:
+            t = self.type_of(names[0])
+            if t is None or not t.is_static:
+                return False
+            dims = [d for d in t.shape or () if isinstance(d, int)]
+            if op == "Size":
+                value = np.array(int(np.prod(dims, dtype=np.int64)), np.int64)
+            else:
+                attrs = attribute_values(node)
+                value = np.array(dims[attrs.get("start", 0) : attrs.get("end")], np.int64)
+            self._constant_cache[node.output[0]] = value
+            return True
+        if op not in _SHAPE_ARITHMETIC or len(node.output) != 1:
+            return False
+        if not all(self.is_constant(n) for n in names if n):
+            return False
+        args = {n: v for n in names if n and (v := self.constant(n)) is not None}
+        if any(v.size > _SMALL for v in args.values()):
+            return False
+        try:
+            value = _evaluate(node, args, self.model.opset_import)
+        except Exception:  # onnx's reference refused it: the node stays
+            return False
+        if not isinstance(value, np.ndarray) or value.size > _SMALL:
+            return False
+        self._constant_cache[node.output[0]] = value
+        return True
 
     def _small_fill(self, node: onnx.NodeProto) -> bool:
         """A ConstantOfShape folds only when its shape is an initializer of bounded size."""

@@ -1,0 +1,103 @@
+"""Shape computations fold into constants once [shapes] fixes every dim they read."""
+
+from __future__ import annotations
+
+import byoc
+import numpy as np
+import pytest
+from byoc.graph import Graph
+from byoc.testing import assert_matches_onnxruntime
+from byoc.testing.build import make_model, node
+
+CFG = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Relu", "Reshape"]}}}
+SHAPE_CHAIN = ["shape", "dim0", "dim0_1d", "new_shape"]
+
+
+def model():
+    # y = Relu(x).reshape(N, 2, 2): the new shape is computed from x's shape, as exporters write
+    return make_model(
+        [
+            node("Relu", ["x"], "r"),
+            node("Shape", ["r"], "shape"),
+            node("Gather", ["shape", "zero"], "dim0", axis=0),
+            node("Unsqueeze", ["dim0", "axes"], "dim0_1d"),
+            node("Concat", ["dim0_1d", "two_two"], "new_shape", axis=0),
+            node("Reshape", ["r", "new_shape"], "y"),
+        ],
+        {"x": ["N", 4]},
+        ["y"],
+        constants={
+            "zero": np.array(0, np.int64),
+            "axes": np.array([0], np.int64),
+            "two_two": np.array([2, 2], np.int64),
+        },
+    )
+
+
+def test_shape_chain_is_constant_once_shapes_are_fixed():
+    plan = byoc.partition(model(), {**CFG, "shapes": {"x": [3, 4]}})
+    graph = Graph(plan.model)
+    assert graph.constant("new_shape").tolist() == [3, 2, 2]
+    for name in SHAPE_CHAIN:
+        assert "a constant" in str(plan.decisions[name].refusals)
+    # the Reshape's shape is now a constant, so the backend claims it with the Relu; the folded
+    # nodes are bound inside that partition and onnxruntime runs nothing
+    assert [(p.backend, p.nodes) for p in plan.partitions] == [
+        ("examplejson", ["r", *SHAPE_CHAIN, "y"])
+    ]
+    assert plan.segments == []
+
+
+def test_symbolic_dims_keep_the_shape_chain():
+    plan = byoc.partition(model(), CFG)
+    graph = Graph(plan.model)
+    assert graph.constant("new_shape") is None
+    assert plan.decisions["shape"].backend == "onnxruntime"
+
+
+def all_but_last_row():
+    # y = Relu(x)[: N - 1]: run with a baked N on other shapes, it would be silently wrong
+    return make_model(
+        [
+            node("Relu", ["x"], "r"),
+            node("Shape", ["r"], "shape"),
+            node("Gather", ["shape", "zero"], "dim0", axis=0),
+            node("Sub", ["dim0", "one"], "end"),
+            node("Unsqueeze", ["end", "axes"], "ends"),
+            node("Slice", ["r", "starts", "ends", "axes"], "y"),
+        ],
+        {"x": ["N", 4]},
+        ["y"],
+        constants={
+            "zero": np.array(0, np.int64),
+            "one": np.array(1, np.int64),
+            "axes": np.array([0], np.int64),
+            "starts": np.array([0], np.int64),
+        },
+    )
+
+
+@pytest.mark.parametrize("backends", [["examplejson"], []], ids=["partitioned", "one-session"])
+def test_folded_model_runs_other_shapes_on_a_variant(backends):
+    cfg = {**CFG, "backends": backends, "shapes": {"x": [3, 4]}}
+    x3 = np.arange(12, dtype=np.float32).reshape(3, 4) - 5
+    assert_matches_onnxruntime(model(), cfg, {"x": x3})
+    x5 = np.arange(20, dtype=np.float32).reshape(5, 4) - 9
+    compiled = byoc.compile(model(), cfg)
+    np.testing.assert_array_equal(compiled.run({"x": x5})["y"], np.maximum(x5, 0).reshape(5, 2, 2))
+    compiled = byoc.compile(all_but_last_row(), cfg)
+    assert Graph(compiled.plan.model).constant("ends").tolist() == [2]
+    for x in (x5, x3, x5):
+        np.testing.assert_array_equal(compiled.run({"x": x})["y"], np.maximum(x, 0)[:-1])
+
+
+def test_large_constant_arithmetic_is_not_folded():
+    big = np.ones(1 << 13, np.float32)
+    m = make_model(
+        [node("Add", ["a", "b"], "c"), node("Mul", ["x", "c"], "y")],
+        {"x": [1 << 13]},
+        ["y"],
+        constants={"a": big, "b": big},
+    )
+    graph = Graph(byoc.partition(m, {"backends": []}).model)
+    assert not graph.is_constant("c")
