@@ -232,7 +232,7 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
     ]
     model = make_model(nodes, {"x": [2, t, d]}, ["y"], consts)
     report = assert_matches_onnxruntime(model, DNNL)
-    for op in ("MatMul", "Softmax", "LayerNormalization", "Erf"):
+    for op in ("MatMul", "Softmax", "LayerNormalization", "Erf", "Transpose"):
         claimed(report, op)
     assert {"dnnl.dense_bias", "dnnl.gelu"} <= {d.composite for d in report.plan.decisions.values()}
     gemm = make_model(
@@ -288,6 +288,15 @@ def test_a_kernel_on_onednns_reference_implementation_goes_to_onnxruntime(monkey
         "refused at codegen: oneDNN has only its reference kernel for it (softmax ref:any"
     )
     assert decisions["h"].backend == decisions["y"].backend == "dnnl"
+
+
+@pytest.mark.parametrize("perm", [[0, 2, 3, 1], [0, 1, 3, 2], [3, 2, 1, 0], None])
+def test_transpose(perm: list[int] | None) -> None:
+    nodes, consts = conv_stem()
+    attrs = {} if perm is None else {"perm": perm}
+    nodes += [node("Transpose", ["h"], "t", **attrs), node("Relu", ["t"], "y")]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+    claimed(assert_matches_onnxruntime(model, DNNL), "Transpose")
 
 
 def test_conv_bias_relu_is_one_composite_kernel() -> None:

@@ -204,6 +204,14 @@ def _concat(node: NodeView) -> str | None:
     return None if _rank(node) >= 1 else "Concat of scalars is not supported"
 
 
+def _transpose(node: NodeView) -> str | None:
+    rank = _rank(node)
+    perm = node.attrs.get("perm")
+    if perm is not None and sorted(int(p) for p in perm) != list(range(rank)):
+        return f"perm {list(perm)} is not a permutation of the {rank} axes"
+    return None
+
+
 def _view(node: NodeView) -> str | None:
     operand = node.inputs[1] if len(node.inputs) > 1 else ""
     if node.op_type in ("Reshape", "Squeeze", "Unsqueeze") and operand and node.const(1) is None:
@@ -231,6 +239,7 @@ _CHECKS: dict[str, Check] = {
     "Softmax": _ok,
     "LayerNormalization": _layernorm,
     "Concat": _concat,
+    "Transpose": _transpose,
     **{t: _view for t in VIEWS},
 }
 

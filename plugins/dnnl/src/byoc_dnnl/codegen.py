@@ -49,6 +49,7 @@ KINDS = (
     "concat",
     "erf",
     "view",
+    "transpose",
 )
 MAX_POST_OPS = 8
 
@@ -502,6 +503,16 @@ class Lowering:
             c = self.const(name)
             ins.append(self.new_const(name, c) if c is not None else name)
         self.emit("concat", ins, y, node, axis=axis)
+
+    def _Transpose(self, node: NodeView) -> None:
+        x, y = node.inputs[0], node.outputs[0]
+        rank = len(self.shape(x))
+        perm = [int(p) for p in node.attrs.get("perm", range(rank - 1, -1, -1))]
+        c = self.const(x)
+        if c is not None:  # a transposed constant is a constant
+            self.consts[y] = np.ascontiguousarray(c.transpose(perm))
+            return
+        self.emit("transpose", [x], y, node, perm=perm)
 
     def _view(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]

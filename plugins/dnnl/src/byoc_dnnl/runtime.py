@@ -299,6 +299,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip = _ints([a["axis"]], "axis")
         elif kind in ("layernorm", "batchnorm"):
             fp = [_number(a["epsilon"], "epsilon")]
+        elif kind == "transpose":
+            ip = _ints(a["perm"], "perm", len(node["shape"]))
     except (KeyError, TypeError) as exc:
         raise _bad(f"node {i} ({kind}) lacks attribute {exc}") from None
     return ip, fp

@@ -36,7 +36,7 @@ namespace {
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
 enum OpKind {
     OP_CONV = 1, OP_DECONV, OP_MATMUL, OP_BINARY, OP_ELTWISE, OP_POOL, OP_SOFTMAX, OP_LAYERNORM,
-    OP_BATCHNORM, OP_CONCAT, OP_ERF, OP_VIEW
+    OP_BATCHNORM, OP_CONCAT, OP_ERF, OP_VIEW, OP_TRANSPOSE
 };
 enum PostKind { PO_ELTWISE = 1, PO_SUM = 2, PO_BINARY = 3 };
 
@@ -621,6 +621,40 @@ void lower_view(Net &n, const Op &op) {
     n.values[op.out].alias_of = a;
 }
 
+// out[j...] = in[perm...]: a strided view of the input in the output's order, reordered
+// into a dense output (one jit reorder).
+void lower_transpose(Net &n, const Op &op) {
+    if (op.ins.size() != 1) fail("bad transpose op");
+    check_value(n, op.ins[0], "transpose src");
+    int a = ensure_plain(n, op.ins[0]);
+    const dims_t in = n.values[a].dims;
+    const dims_t out = n.values[op.out].dims;
+    const size_t r = in.size();
+    if (op.ip.size() != r || out.size() != r) fail("transpose: perm and ranks differ");
+    dims_t strides(r), view(r);
+    int64_t s = 1;
+    for (int i = (int)r - 1; i >= 0; --i) {
+        strides[i] = s;
+        s *= in[i];
+    }
+    std::vector<bool> seen(r, false);
+    for (size_t j = 0; j < r; ++j) {
+        int64_t p = op.ip[j];
+        if (p < 0 || p >= (int64_t)r || seen[p] || out[j] != in[p])
+            fail("transpose: perm is not a permutation that gives the output's shape");
+        seen[p] = true;
+        view[j] = strides[p];
+    }
+    int v = new_value(n, out, memory::desc(out, dt::f32, view));
+    n.values[v].alias_of = a;
+    set_out(n, op.out, plain(out));
+    Step st;
+    st.prim = reorder(reorder::primitive_desc(n.eng, n.values[v].md, n.eng, plain(out)));
+    st.has_prim = true;
+    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, op.out}};
+    n.steps.push_back(st);
+}
+
 void lower(Net &n, const Op &op) {
     switch (op.kind) {
         case OP_CONV:
@@ -635,6 +669,7 @@ void lower(Net &n, const Op &op) {
         case OP_CONCAT: lower_concat(n, op); break;
         case OP_ERF: lower_erf(n, op); break;
         case OP_VIEW: lower_view(n, op); break;
+        case OP_TRANSPOSE: lower_transpose(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
