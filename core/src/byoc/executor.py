@@ -41,8 +41,8 @@ class _Direct(NamedTuple):
 
     def accepts(self, inputs: Any) -> bool:
         """Numpy arrays in native byte order for exactly the model's inputs, of the shapes
-        ``[shapes]`` fixed (the session declares the source's dims; folded shape computations
-        assume the fixed ones). Anything else takes the checked path."""
+        ``[shapes]`` fixed, as the checked path wants them: other shapes run on a variant
+        (``Specializations``), where shape computations are folded for them."""
         if not isinstance(inputs, dict) or inputs.keys() != self.inputs.keys():
             return False
         for name, shape in self.inputs.items():

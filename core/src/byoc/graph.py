@@ -297,6 +297,8 @@ class Graph:
             value = _evaluate(node, args, self.model.opset_import)
         except Exception:  # onnx's reference refused it: the node stays
             return False
+        if isinstance(value, np.generic):
+            value = np.asarray(value)
         if not isinstance(value, np.ndarray) or value.size > _SMALL:
             return False
         self._constant_cache[node.output[0]] = value
