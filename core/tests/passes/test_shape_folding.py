@@ -13,24 +13,26 @@ CFG = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Relu", 
 SHAPE_CHAIN = ["shape", "dim0", "dim0_1d", "new_shape"]
 
 
+def with_dim0(nodes, constants):
+    """x: [N, 4] -> r = Relu(x), dim0 = Shape(r)[0], then ``nodes``; output y."""
+    head = [
+        node("Relu", ["x"], "r"),
+        node("Shape", ["r"], "shape"),
+        node("Gather", ["shape", "zero"], "dim0", axis=0),
+    ]
+    const = {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), **constants}
+    return make_model(head + nodes, {"x": ["N", 4]}, ["y"], constants=const)
+
+
 def model():
     # y = Relu(x).reshape(N, 2, 2): the new shape is computed from x's shape, as exporters write
-    return make_model(
+    return with_dim0(
         [
-            node("Relu", ["x"], "r"),
-            node("Shape", ["r"], "shape"),
-            node("Gather", ["shape", "zero"], "dim0", axis=0),
             node("Unsqueeze", ["dim0", "axes"], "dim0_1d"),
             node("Concat", ["dim0_1d", "two_two"], "new_shape", axis=0),
             node("Reshape", ["r", "new_shape"], "y"),
         ],
-        {"x": ["N", 4]},
-        ["y"],
-        constants={
-            "zero": np.array(0, np.int64),
-            "axes": np.array([0], np.int64),
-            "two_two": np.array([2, 2], np.int64),
-        },
+        {"two_two": np.array([2, 2], np.int64)},
     )
 
 
@@ -57,23 +59,13 @@ def test_symbolic_dims_keep_the_shape_chain():
 
 def all_but_last_row():
     # y = Relu(x)[: N - 1]: run with a baked N on other shapes, it would be silently wrong
-    return make_model(
+    return with_dim0(
         [
-            node("Relu", ["x"], "r"),
-            node("Shape", ["r"], "shape"),
-            node("Gather", ["shape", "zero"], "dim0", axis=0),
             node("Sub", ["dim0", "one"], "end"),
             node("Unsqueeze", ["end", "axes"], "ends"),
             node("Slice", ["r", "starts", "ends", "axes"], "y"),
         ],
-        {"x": ["N", 4]},
-        ["y"],
-        constants={
-            "zero": np.array(0, np.int64),
-            "one": np.array(1, np.int64),
-            "axes": np.array([0], np.int64),
-            "starts": np.array([0], np.int64),
-        },
+        {"one": np.array(1, np.int64), "starts": np.array([0], np.int64)},
     )
 
 
