@@ -135,6 +135,55 @@ def test_the_guides_example_is_one_subgraph():
     ]
 
 
+# TVM's guide, exactly as printed: no dtype, no output line.
+GUIDE = """subgraph_0
+  input 0 10 10
+  input 1 10 10
+  input 2 10 10
+  input 3 10 10
+  add 4 inputs: 0 1 shape: 10 10
+  sub 5 inputs: 4 2 shape: 10 10
+  mul 6 inputs: 5 3 shape: 10 10
+"""
+
+
+def _abcd(seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal((10, 10)).astype(np.float32) for _ in range(4)]
+
+
+def test_the_guides_text_loads_and_its_last_node_is_the_output(tmp_path):
+    path = tmp_path / "mysubgraph.examplejson"
+    path.write_text(GUIDE)
+    module = byoc.load_module(path, "examplejson")
+    a, b, c, d = _abcd()
+    (z,) = module.run([a, b, c, d])
+    assert np.array_equal(z, (a + b - c) * d)
+    assert module.get_function("subgraph_0").outputs == (6,)
+
+
+def test_a_module_runs_each_of_several_subgraphs_by_name():
+    text = GUIDE + "subgraph_1\ninput 0 10 10\ninput 1 10 10\nmul 2 inputs: 0 1 shape: 10 10\n"
+    module = Module(text)
+    assert list(module.functions) == ["subgraph_0", "subgraph_1"]
+    a, b, c, d = _abcd()
+    assert np.array_equal(module.get_function("subgraph_1")([a, b])[0], a * b)
+    assert np.array_equal(module.get_function("subgraph_0").run([a, b, c, d])[0], (a + b - c) * d)
+    with pytest.raises(byoc.InputError, match=r"2 subgraphs \(subgraph_0, subgraph_1\).*get_fun"):
+        module.run([a, b])
+    with pytest.raises(byoc.InputError, match="no subgraph 'subgraph_7'; this module has subg"):
+        module.get_function("subgraph_7")
+
+
+def test_indentation_is_optional_on_every_line():
+    flat = "\n".join(line.strip() for line in GUIDE.splitlines())
+    odd = "\n".join(("\t" if i % 2 else "") + line for i, line in enumerate(GUIDE.splitlines()))
+    args = _abcd(1)
+    want = Module(GUIDE).run(args)[0]
+    assert np.array_equal(Module(flat).run(args)[0], want)
+    assert np.array_equal(Module("  " + odd).run(args)[0], want)
+
+
 def test_serialize_and_deserialize_round_trip():
     model = make_model(
         [node("MatMul", ["x", "w"], "y"), node("Relu", ["y"], "r")],
@@ -166,6 +215,11 @@ def test_serialize_and_deserialize_round_trip():
         ),
         ("s\n  input 0 2\n  relu 1 inputs: 0 shape: 2 attrs: {]\n  output 1\n", "line 3"),
         ("s\n  input 0 -2\n  output 0\n", "line 2"),
+        ("s\n  input 0 2\n", "subgraph 's' has no ops and no 'output' line"),
+        ("s\n  input 0 2\n  input 0 2\n  output 0\n", "line 3: id 0 is defined twice"),
+        ("s\n  input 0 2\n  output 0\n  output 0\n", "a second 'output' line"),
+        (GUIDE + GUIDE, "line 9: a second subgraph named 'subgraph_0'"),
+        ("  input 0 2\n", "first line must be the subgraph name"),
     ],
 )
 def test_damaged_text_is_an_artifact_error(text, words):

@@ -149,13 +149,11 @@ def _attrs(view: NodeView, opset: int) -> dict[str, Any]:
 
 # -- runtime -----------------------------------------------------------------------------------
 
-_CONST = re.compile(
-    r"\s*const\s+(\d+)\s+shape:((?:\s+\d+)*)\s+dtype:\s+(\w+)\s+data:\s+([A-Za-z0-9+/=]*)\s*"
-)
 _LINE = re.compile(
-    r"^\s+(\w+)\s+([\d,]+)\s+inputs:((?:\s+(?:\d+|-))*)\s+shape:((?:\s+(?:\d+|\?|\*|\|))*)"
+    r"^\s*(\w+)\s+([\d,]+)\s+inputs:((?:\s+(?:\d+|-))*)\s+shape:((?:\s+(?:\d+|\?|\*|\|))*)"
     r"(?:\s+attrs:\s+(\{.*\}))?\s*(?:#.*)?$"
 )
+_NAME = re.compile(r"[\w.\-]+")
 
 
 @dataclass(frozen=True)
@@ -167,12 +165,18 @@ class _Instr:
     attrs: dict[str, Any]
 
 
-class Module:
-    """A parsed ExampleJSON program. ``run`` keeps all state in locals, so it is reentrant."""
+@dataclass(frozen=True)
+class Function:
+    """One subgraph of a module, runnable on its own (the guide's ``GetFunction`` result).
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self.name, self.inputs, self.consts, self.program, self.outputs = _parse(source)
+    ``run`` keeps all state in locals, so it is reentrant.
+    """
+
+    name: str
+    inputs: tuple[tuple[int, tuple[int | None, ...] | None, np.dtype[Any]], ...]
+    consts: dict[int, np.ndarray]
+    program: tuple[_Instr, ...]
+    outputs: tuple[int, ...]
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         if len(inputs) != len(self.inputs):
@@ -199,6 +203,34 @@ class Module:
                     env[vid] = np.asarray(value)
         return [env[o] for o in self.outputs]
 
+    __call__ = run
+
+
+class Module:
+    """A parsed ExampleJSON file: one or more subgraphs, each a ``Function`` found by name."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.functions = _parse(source)
+
+    def get_function(self, name: str) -> Function:
+        """The subgraph called ``name`` (TVM's ``module.get_function``)."""
+        try:
+            return self.functions[name]
+        except KeyError:
+            raise byoc.InputError(
+                f"{FORMAT}: no subgraph {name!r}; this module has {', '.join(self.functions)}"
+            ) from None
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Run the module's only subgraph (a module with several needs ``get_function``)."""
+        if len(self.functions) != 1:
+            raise byoc.InputError(
+                f"{FORMAT}: this module has {len(self.functions)} subgraphs "
+                f"({', '.join(self.functions)}); run one with module.get_function(name).run(...)"
+            )
+        return next(iter(self.functions.values())).run(inputs)
+
 
 def _fits(got: tuple[int, ...], want: tuple[int | None, ...] | None) -> bool:
     if want is None:
@@ -208,43 +240,80 @@ def _fits(got: tuple[int, ...], want: tuple[int | None, ...] | None) -> bool:
     )
 
 
-def _parse(source: str) -> tuple[str, list[Any], dict[int, np.ndarray], list[_Instr], list[int]]:
-    lines = [ln for ln in source.splitlines() if ln.strip() and not ln.lstrip().startswith("#")]
-    if not lines or not re.fullmatch(r"[\w.\-]+", lines[0].strip()):
-        raise ArtifactError(f"{FORMAT}: the first line must be the subgraph name")
-    name = lines[0].strip()
-    inputs: list[Any] = []
-    consts: dict[int, np.ndarray] = {}
-    program: list[_Instr] = []
-    outputs: list[int] = []
-    defined: set[int] = set()
-    for no, line in enumerate(lines[1:], start=2):
+class _Section:
+    """A subgraph while it is being parsed; ids are local to it."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.inputs: list[Any] = []
+        self.consts: dict[int, np.ndarray] = {}
+        self.program: list[_Instr] = []
+        self.outputs: list[int] = []
+        self.defined: set[int] = set()
+
+    def add(self, line: str) -> None:
+        word = line.split()[0]
+        if word == "input":
+            vid, shape, dtype = _parse_input(line)
+            self.define(vid)
+            self.inputs.append((vid, shape, dtype))
+        elif word == "const":
+            vid, value = _parse_const(line)
+            self.define(vid)
+            self.consts[vid] = value
+        elif word == "output":
+            if self.outputs:
+                raise ValueError("a second 'output' line")
+            self.outputs = [int(t) for t in line.split()[1:]]
+            missing = [o for o in self.outputs if o not in self.defined]
+            if missing or not self.outputs:
+                raise ValueError(f"output names undefined ids {missing}")
+        else:
+            ins = _parse_op(line, self.defined)
+            for vid in ins.outputs:
+                self.define(vid)
+            self.program.append(ins)
+
+    def define(self, vid: int) -> None:
+        if vid in self.defined:
+            raise ValueError(f"id {vid} is defined twice")
+        self.defined.add(vid)
+
+    def finish(self) -> Function:
+        outputs = self.outputs or (list(self.program[-1].outputs) if self.program else [])
+        if not outputs:
+            raise ArtifactError(f"{FORMAT}: subgraph {self.name!r} has no ops and no 'output' line")
+        return Function(
+            self.name, tuple(self.inputs), self.consts, tuple(self.program), tuple(outputs)
+        )
+
+
+def _parse(source: str) -> dict[str, Function]:
+    """Parse every subgraph of an ExampleJSON text, in file order.
+
+    A line holding one name starts a subgraph; every other line belongs to the current one.
+    Leading whitespace is optional on every line. Without an ``output`` line, the outputs of
+    the last op are the subgraph's outputs (as in TVM's guide).
+    """
+    sections: list[_Section] = []
+    for no, line in enumerate(source.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        words = line.split()
+        if len(words) == 1 and words[0] != "output" and _NAME.fullmatch(words[0]):
+            if any(s.name == words[0] for s in sections):
+                raise ArtifactError(f"{FORMAT} line {no}: a second subgraph named {words[0]!r}")
+            sections.append(_Section(words[0]))
+            continue
+        if not sections:
+            raise ArtifactError(f"{FORMAT}: the first line must be the subgraph name")
         try:
-            word = line.split()[0]
-            if word == "input":
-                vid, shape, dtype = _parse_input(line)
-                inputs.append((vid, shape, dtype))
-                defined.add(vid)
-            elif word == "const":
-                vid, value = _parse_const(line)
-                consts[vid] = value
-                defined.add(vid)
-            elif word == "output":
-                outputs = [int(t) for t in line.split()[1:]]
-                missing = [o for o in outputs if o not in defined]
-                if missing or not outputs:
-                    raise ValueError(f"output names undefined ids {missing}")
-            else:
-                ins = _parse_op(line, defined)
-                program.append(ins)
-                defined.update(ins.outputs)
-        except ArtifactError:
-            raise
+            sections[-1].add(line)
         except (ValueError, TypeError, KeyError, IndexError, json.JSONDecodeError) as exc:
             raise ArtifactError(f"{FORMAT} line {no}: {exc}: {line.strip()[:80]!r}") from None
-    if not outputs:
-        raise ArtifactError(f"{FORMAT}: no 'output' line")
-    return name, inputs, consts, program, outputs
+    if not sections:
+        raise ArtifactError(f"{FORMAT}: the first line must be the subgraph name")
+    return {s.name: s.finish() for s in sections}
 
 
 def _shape(text: str) -> tuple[int | None, ...] | None:
