@@ -118,3 +118,56 @@ def test_a_discovered_third_party_backend_claims_nodes(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["['n']", "True"]
+
+
+def test_a_tvm_style_two_tuple_pattern_table_makes_a_composite(tmp_path):
+    fake_distribution(
+        tmp_path,
+        "byoc-negexp",
+        "negexp",
+        "negexp",
+        """
+        import numpy as np
+        import byoc
+        from byoc.patterns import op, wildcard
+
+        @byoc.hookimpl
+        def byoc_register_backends(register):
+            register("negexp")
+
+        @byoc.hookimpl
+        def byoc_supported_ops(backend, config):
+            return {"Neg": None, "Exp": None} if backend == "negexp" else None
+
+        @byoc.hookimpl
+        def byoc_pattern_table(backend, config):  # (name, pattern), as TVM writes it
+            if backend == "negexp":
+                return [("negexp.neg_any", wildcard()(op("Neg", wildcard())))]
+
+        class Runtime:
+            def run(self, inputs):
+                return [np.exp(np.negative(inputs[0]))]
+
+        @byoc.hookimpl
+        def byoc_codegen(backend, partition, config):
+            return "negexp" if backend == "negexp" else None
+
+        @byoc.hookimpl
+        def byoc_create_runtime(backend, artifact, config):
+            return Runtime() if backend == "negexp" else None
+    """,
+    )
+    script = textwrap.dedent("""
+        import byoc
+        from byoc.testing.build import make_model, node
+        m = make_model([node("Neg", ["x"], "n"), node("Exp", ["n"], "e")], {"x": [3]}, ["e"])
+        cfg = {"backends": ["negexp"]}
+        plan = byoc.partition(m, cfg)
+        print({d.composite for d in plan.decisions.values()}, byoc.compare(m, cfg).passed)
+    """)
+    env = dict(os.environ, PYTHONPATH=str(tmp_path))
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["{'negexp.neg_any'}", "True"]

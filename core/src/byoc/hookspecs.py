@@ -68,9 +68,10 @@ def byoc_pattern_table(backend: str, config: Mapping[str, Any]) -> list[Any] | N
 
     :param backend: the backend name.
     :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
-    :return: an ordered list of ``(name, pattern, check)``; ``name`` is
-        ``"<backend>.<pattern>"``, ``pattern`` is built with ``byoc.patterns``, ``check(match)``
-        returns ``None`` to accept or a reason string to refuse (``check`` may be ``None``).
+    :return: an ordered list of ``(name, pattern, check)`` or ``(name, pattern)`` (TVM's form,
+        no check); ``name`` is ``"<backend>.<pattern>"``, ``pattern`` is built with
+        ``byoc.patterns``, ``check(match)`` returns ``None`` to accept or a reason string to
+        refuse (``check`` may be ``None``).
     """
 
 

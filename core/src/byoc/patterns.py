@@ -6,8 +6,11 @@
 ``op(type, *inputs)`` matches a node of that op type (a set of types is allowed) whose inputs
 match ``inputs`` position by position (trailing absent optional inputs are ignored); with no
 inputs given, any inputs match. ``wildcard()`` matches any value, ``wildcard("x")`` binds a name
-so every use of it must be the same value, ``const()`` matches a constant value, and ``p | q``
-tries ``p`` then ``q``. ``commutative=True`` also tries a binary op's inputs swapped.
+so every use of it must be the same value, and ``wildcard()(*inputs)`` is TVM's wildcard op: a
+node of any op type (ONNX domain) whose inputs match. ``const()`` matches a constant value, and
+``p | q`` tries ``p`` then ``q``. ``commutative=True`` also tries a binary op's inputs swapped.
+
+A pattern table is a list of ``(name, pattern)`` or ``(name, pattern, check)`` entries.
 """
 
 from __future__ import annotations
@@ -49,6 +52,12 @@ class Wildcard(Pattern):
         if new is not None:
             yield new
 
+    def __call__(self, *inputs: Pattern) -> Op:
+        """TVM's ``wildcard()(x)``: a node of any op type whose inputs match ``inputs``."""
+        if self.name:
+            raise TypeError("a named wildcard stands for a value; call wildcard() unnamed")
+        return Op(None, tuple(inputs) if inputs else None)
+
 
 @dataclass(frozen=True)
 class Const(Pattern):
@@ -68,7 +77,7 @@ class Alt(Pattern):
 
 @dataclass(frozen=True)
 class Op(Pattern):
-    op_types: frozenset[str]
+    op_types: frozenset[str] | None  # None: any op type
     inputs: tuple[Pattern, ...] | None = None
     commutative: bool = False
     domain: str = ""
@@ -82,7 +91,9 @@ class Op(Pattern):
 
     def match_node(self, graph: Graph, index: int, state: _State) -> Iterator[_State]:
         node = graph.nodes[index]
-        if node.op_type not in self.op_types or node.domain not in (self.domain, "ai.onnx"):
+        if self.op_types is not None and node.op_type not in self.op_types:
+            return
+        if node.domain not in (self.domain, "ai.onnx"):
             return
         if index in graph.const_nodes or (index in state.members):
             return

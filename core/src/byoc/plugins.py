@@ -13,6 +13,7 @@ import pluggy
 
 from byoc import hookspecs
 from byoc.errors import PluginError
+from byoc.patterns import Pattern
 
 hookimpl = pluggy.HookimplMarker("byoc")
 ENTRY_POINT_GROUP = "byoc.backends"
@@ -126,11 +127,30 @@ class Registry:
         return table
 
     def pattern_table(self, backend: str, config: dict[str, Any]) -> list[Any]:
+        """The backend's ``(name, pattern, check)`` entries; TVM's ``(name, pattern)`` pairs
+        get ``check = None``."""
         table: list[Any] = []
         for result in self.hook.byoc_pattern_table(backend=backend, config=config):
-            if result:
-                table.extend(result)
+            for entry in result or ():
+                table.append(_pattern_entry(backend, entry))
         return table
+
+
+def _pattern_entry(backend: str, entry: Any) -> tuple[str, Pattern, Any]:
+    if isinstance(entry, tuple) and len(entry) == 2:
+        entry = (*entry, None)
+    if (
+        not isinstance(entry, tuple)
+        or len(entry) != 3
+        or not isinstance(entry[0], str)
+        or not isinstance(entry[1], Pattern)
+        or not (entry[2] is None or callable(entry[2]))
+    ):
+        raise PluginError(
+            f"backend '{backend}': a pattern table entry must be (name, pattern) or "
+            f"(name, pattern, check) with a byoc.patterns pattern; got {entry!r:.120}"
+        )
+    return entry
 
 
 _lock = threading.Lock()

@@ -299,25 +299,31 @@ def test_transpose(perm: list[int] | None) -> None:
     claimed(assert_matches_onnxruntime(model, DNNL), "Transpose")
 
 
-def test_conv_bias_relu_is_one_composite_kernel() -> None:
-    model = make_model(
-        [
-            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
-            node("Add", ["c", "b"], "cb"),
-            node("Relu", ["cb"], "y"),
-        ],
-        {"x": [1, 3, 10, 12]},
-        ["y"],
-        {"w": rand(8, 3, 3, 3), "b": rand(1, 8, 1, 1)},
-    )
+@pytest.mark.parametrize(
+    ("bias", "name"),
+    [
+        ("add", "dnnl.conv2d_bias_relu"),
+        ("conv", "dnnl.conv2d_bias_relu"),
+        (None, "dnnl.conv2d_relu"),
+    ],
+)
+def test_conv_relu_is_one_composite_kernel_named_as_tvm_does(bias, name) -> None:
+    """The blog's names: a bias (an Add or Conv's third input) makes it conv2d_bias_relu."""
+    conv_in = ["x", "w", "b"] if bias == "conv" else ["x", "w"]
+    nodes = [node("Conv", conv_in, "c", pads=[1, 1, 1, 1])]
+    if bias == "add":
+        nodes.append(node("Add", ["c", "b4"], "cb"))
+    nodes.append(node("Relu", [nodes[-1].output[0]], "y"))
+    consts = {"w": rand(8, 3, 3, 3), "b": rand(8), "b4": rand(1, 8, 1, 1)}
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
     report = assert_matches_onnxruntime(model, DNNL)
     comps = {name: d.composite for name, d in report.plan.decisions.items()}
-    assert set(comps.values()) == {"dnnl.conv2d_bias_relu"}, comps
-    assert "dnnl.conv2d_bias_relu" in report.plan.table()
+    assert set(comps.values()) == {name}, comps
+    assert name in report.plan.table()
     (unit,) = report.plan.partitions
     artifact = plugin.byoc_codegen(backend="dnnl", partition=unit, config={})
     kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
-    assert len(kernels) == 1 and kernels[0]["name"] == "dnnl.conv2d_bias_relu"
+    assert len(kernels) == 1 and kernels[0]["name"] == name
     assert kernels[0]["post_ops"][0]["alg"] == "relu"
 
 
@@ -359,7 +365,7 @@ def test_fused_patterns_match_onnxruntime() -> None:
     assert {
         "dnnl.conv2d_bn_hardswish",
         "dnnl.conv2d_bias_sum_relu",
-        "dnnl.conv2d_bias_swish",
+        "dnnl.conv2d_swish",  # c3 has no bias
     } <= comps, comps
     (unit,) = report.plan.partitions
     kernels = [

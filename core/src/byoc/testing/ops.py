@@ -201,9 +201,14 @@ class _Builder:
         if isinstance(pattern, Const):
             return self.leaf(spec, constant=True)
         assert isinstance(pattern, Op), f"unknown pattern {pattern!r}"
-        op_type = next((t for t in sorted(pattern.op_types) if t in OP_CASES), None)
+        if pattern.op_types is None:  # a wildcard op: the first case with as many inputs
+            n = None if pattern.inputs is None else len(pattern.inputs)
+            types = [t for t in sorted(OP_CASES) if n in (None, len(OP_CASES[t].inputs))]
+        else:
+            types = sorted(pattern.op_types)
+        op_type = next((t for t in types if t in OP_CASES), None)
         if op_type is None:
-            raise LookupError(f"no case for {' or '.join(sorted(pattern.op_types))}")
+            raise LookupError(f"no case for {' or '.join(types) or 'this wildcard op'}")
         case = OP_CASES[op_type]
         subs = pattern.inputs
         if subs is None:

@@ -358,9 +358,11 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
     convolution or matmul in front of them.
     """
     x = wildcard("x")
-    conv = op("Conv", wildcard(), const()) | op("Conv", wildcard(), const(), const())
+    conv_nobias = op("Conv", wildcard(), const())
+    conv = conv_nobias | op("Conv", wildcard(), const(), const())
     bn = op("BatchNormalization", conv, const(), const(), const(), const())
     conv_bias = op("Add", conv, const(), commutative=True)
+    biased = conv_bias | op("Conv", wildcard(), const(), const())  # the bias is Add or Conv's B
     act_ops = {"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu"}
     residual = op("Add", conv | bn | conv_bias, wildcard(), commutative=True)
     matmul = op("MatMul", wildcard(), const())
@@ -369,12 +371,15 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
         ("dnnl.conv2d_bias_sum_relu", op("Relu", residual), _residual_check),
         ("dnnl.conv2d_bias_sum", residual, _residual_check),
         ("dnnl.conv2d_bn_hardswish", _hardswish(bn), _hardswish_check),
-        ("dnnl.conv2d_bias_hardswish", _hardswish(conv_bias | conv), _hardswish_check),
+        ("dnnl.conv2d_bias_hardswish", _hardswish(biased), _hardswish_check),
+        ("dnnl.conv2d_hardswish", _hardswish(conv_nobias), _hardswish_check),
         ("dnnl.conv2d_bn_swish", _swish(bn), _one_source),
-        ("dnnl.conv2d_bias_swish", _swish(conv_bias | conv), _one_source),
+        ("dnnl.conv2d_bias_swish", _swish(biased), _one_source),
+        ("dnnl.conv2d_swish", _swish(conv_nobias), _one_source),
         ("dnnl.conv2d_bn_relu", op(act_ops, bn), _conv_check),
         ("dnnl.conv2d_bn", bn, _conv_check),
-        ("dnnl.conv2d_bias_relu", op(act_ops, conv_bias | conv), _conv_check),
+        ("dnnl.conv2d_bias_relu", op(act_ops, biased), _conv_check),
+        ("dnnl.conv2d_relu", op(act_ops, conv_nobias), _conv_check),
         ("dnnl.conv2d_bias", conv_bias, _conv_check),
         (
             "dnnl.deconv2d_bias_relu",

@@ -1,0 +1,84 @@
+"""byoc.patterns on small graphs, and pattern tables as backends write them (TVM's two-tuples)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from byoc.errors import PluginError
+from byoc.graph import Graph
+from byoc.patterns import const, match_at, op, wildcard
+from byoc.plugins import _pattern_entry
+from byoc.testing.build import make_model, node
+
+
+def graph():
+    """x -> Exp(e) -> Relu(r1); x, y -> Add(a) -> Relu(r2); Mul(x, 2)(m) -> Relu(r3)."""
+    model = make_model(
+        [
+            node("Exp", ["x"], "e"),
+            node("Relu", ["e"], "r1"),
+            node("Add", ["x", "y"], "a"),
+            node("Relu", ["a"], "r2"),
+            node("Mul", ["two", "x"], "m"),
+            node("Relu", ["m"], "r3"),
+        ],
+        {"x": [3], "y": [3]},
+        ["r1", "r2", "r3"],
+        constants={"two": np.float32(2.0)},
+    )
+    return Graph(model)
+
+
+def matches(pattern, g, root):
+    return [[g.nodes[i].name for i in m] for m in match_at(pattern, g, g.index[root])]
+
+
+def test_a_wildcard_op_matches_any_op_type_with_matching_inputs():
+    g = graph()
+    unary_relu = op("Relu", wildcard()(wildcard()))
+    assert matches(unary_relu, g, "r1") == [["e", "r1"]]
+    assert matches(unary_relu, g, "r2") == []  # Add has two inputs
+    assert matches(op("Relu", wildcard()(wildcard(), wildcard())), g, "r2") == [["a", "r2"]]
+    assert matches(op("Relu", wildcard()()), g, "r3") == [["m", "r3"]]  # any inputs
+
+
+def test_named_wildcards_commutative_ops_and_alternatives():
+    g = graph()
+    x = wildcard("x")
+    assert matches(op("Mul", x, const()), g, "m") == []
+    assert matches(op("Mul", x, const(), commutative=True), g, "m") == [["m"]]
+    assert matches(op("Add", x, x), g, "a") == []  # a named wildcard is one value
+    either = op("Relu", op("Exp", wildcard())) | op("Relu", op("Add", x, wildcard()))
+    assert matches(either, g, "r1") == [["e", "r1"]]
+    assert matches(either, g, "r2") == [["a", "r2"]]
+
+
+def test_a_named_wildcard_is_not_an_op():
+    with pytest.raises(TypeError, match="named wildcard stands for a value"):
+        wildcard("x")(wildcard())
+
+
+def test_pattern_tables_take_tvm_two_tuples_and_refuse_anything_else():
+    pattern = op("Relu", wildcard())
+    assert _pattern_entry("b", ("b.relu", pattern)) == ("b.relu", pattern, None)
+    check = lambda match: None  # noqa: E731
+    assert _pattern_entry("b", ("b.relu", pattern, check)) == ("b.relu", pattern, check)
+    for bad in [("b.relu",), ("b.relu", "Relu"), ["b.relu", pattern], ("b.relu", pattern, 3)]:
+        with pytest.raises(PluginError, match="backend 'b': a pattern table entry must be"):
+            _pattern_entry("b", bad)
+
+
+@pytest.mark.parametrize(
+    "pattern",
+    [
+        op("Relu", wildcard()(wildcard())),
+        op("Relu", wildcard()(wildcard(), wildcard())),
+        op("Add", op("MatMul", wildcard(), const()), const(), commutative=True),
+    ],
+)
+def test_the_conformance_suite_builds_a_model_each_pattern_matches(pattern):
+    from byoc.testing.ops import pattern_model
+
+    model, _ = pattern_model(pattern)
+    g = Graph(model)
+    assert len(list(match_at(pattern, g, len(g.nodes) - 1))) == 1
