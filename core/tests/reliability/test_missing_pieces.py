@@ -95,7 +95,7 @@ def test_dnnl_without_onednn_says_why_and_the_rest_works(monkeypatch, fresh_regi
 
     monkeypatch.setattr(native, "onednn_prefix", missing)
     monkeypatch.setattr(native, "build", lambda *a, **k: missing())
-    monkeypatch.setattr(native, "_lib", [])
+    monkeypatch.setattr(native, "_loaded", [])
     monkeypatch.setattr(native, "_failure", [])
     reg = fresh_registry()
     assert "oneDNN was not found" in (reg.backends["dnnl"].unavailable_reason or "")

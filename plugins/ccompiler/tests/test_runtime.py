@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import multiprocessing
 import os
 import struct
@@ -10,10 +11,10 @@ import struct
 import byoc
 import numpy as np
 import pytest
-from byoc import ArtifactError, InputError
+from byoc import ArtifactError, InputError, native
 from byoc.plugins import registry
 from byoc.testing.build import make_model, node
-from byoc_ccompiler import compiler, plugin
+from byoc_ccompiler import plugin
 from byoc_ccompiler.artifact import MAGIC
 
 
@@ -86,7 +87,7 @@ def test_serialize_deserialize_run(config):
     data = hooks().byoc_serialize(backend="ccompiler", artifact=artifact)
     again = hooks().byoc_deserialize(backend="ccompiler", data=data)
     assert again.source == artifact.source and again.suffix == ".c"
-    assert again.library_sha256 == artifact.library_sha256
+    assert again.library.sha256 == artifact.library.sha256
     table = config()["backend"]["ccompiler"]
     for load_library in (True, False):
         runtime = hooks().byoc_create_runtime(
@@ -172,9 +173,9 @@ def test_hostile_header_fields_raise_artifact_error(config):
 
 def test_a_library_whose_sha256_differs_is_not_loaded(config, tmp_path):
     artifact = step(byoc.compile(chain_model(), config())).artifact
-    path = compiler.install(artifact.module, artifact.library, str(tmp_path))
+    library = dataclasses.replace(artifact.library, sha256="0" * 64)
     with pytest.raises(RuntimeError, match="not loading it"):
-        compiler.load(artifact.module, path, "0" * 64)
+        native.load(library, "ccompiler", str(tmp_path))
 
 
 def test_missing_compiler_claims_nothing_and_says_why(config):
@@ -184,8 +185,7 @@ def test_missing_compiler_claims_nothing_and_says_why(config):
     reasons = [r for b, r in plan.decisions["t"].refusals if b == "ccompiler"]
     assert reasons == ["no working C compiler: /nonexistent/cc not found"]
     assert (
-        compiler.probe("/nonexistent/cc", None)
-        == "no working C compiler: /nonexistent/cc not found"
+        native.probe("/nonexistent/cc", None) == "no working C compiler: /nonexistent/cc not found"
     )
 
 
@@ -204,11 +204,13 @@ def test_bad_cflags_give_a_reason(config):
 
 def _build_in_child(args: tuple[str, str, str]) -> str:
     source, symbol, where = args
-    toolchain = compiler.probe(compiler.default_cc(), None)
+    toolchain = native.probe(native.default_compiler("c"), None)
     assert not isinstance(toolchain, str)
-    name, path = compiler.build(symbol, source, toolchain, where)
-    compiler.load(name, path, compiler.sha256(path.read_bytes()))
-    return compiler.sha256(path.read_bytes())
+    library = native.build(
+        source, toolchain, f"int {symbol}(void *const *args);", "ccompiler", cache=where
+    )
+    native.load(library, "ccompiler", where)
+    return library.sha256
 
 
 def test_processes_building_the_same_library_share_the_cache(config, tmp_path):
@@ -218,5 +220,5 @@ def test_processes_building_the_same_library_share_the_cache(config, tmp_path):
     with ctx.Pool(3) as pool:
         shas = pool.map(_build_in_child, [(source, artifact.symbol, str(tmp_path))] * 3)
     assert len(set(shas)) == 1
-    leftovers = [p for p in os.listdir(tmp_path) if not p.startswith("_byoc_cc_")]
+    leftovers = [p for p in os.listdir(tmp_path) if not p.startswith("_byoc_ccompiler_")]
     assert leftovers == []  # temporary build directories are gone

@@ -14,9 +14,9 @@ from pathlib import Path
 import byoc
 import numpy as np
 import pytest
+from byoc.native import Toolchain, default_compiler, probe
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
-from byoc_ccompiler.compiler import Toolchain, default_cc, probe
 
 # Every kind of expression the prelude and the emitters produce: selects (Relu, LeakyRelu,
 # Clip, Max, Where), exp/log/tanh/erf/sigmoid, broadcast constants, division.
@@ -77,7 +77,7 @@ def _vectorized_lines(cc: list[str], flags: list[str], source: Path) -> list[int
 
 @pytest.mark.parametrize("flags", ["default", "-O3"])
 def test_fused_loop_is_vectorized(flags, config, tmp_path):
-    toolchain = probe(default_cc(), None)
+    toolchain = probe(default_compiler("c"), None)
     if not isinstance(toolchain, Toolchain):
         pytest.skip(toolchain)
     cc = shlex.split(toolchain.cc)

@@ -13,27 +13,18 @@ import byoc
 import numpy as np
 import onnx
 import onnxruntime as ort
-from byoc import ArtifactError, BackendError, NodeView, Partition
+from byoc import ArtifactError, BackendError, NodeView, Partition, native
+from byoc.native import Toolchain
 
 from byoc_ccompiler import __version__
 from byoc_ccompiler.artifact import Artifact, decode, encode
 from byoc_ccompiler.codegen import MAX_CONSTANT_ELEMENTS, Options, fuse, generate
-from byoc_ccompiler.compiler import (
-    Toolchain,
-    build,
-    default_cc,
-    host_tag,
-    install,
-    load,
-    probe,
-    sha256,
-)
 from byoc_ccompiler.ops import CTYPES, OPS, output_dtype
 from byoc_ccompiler.runtime import Module
 
 NAME = "ccompiler"
 OPTIONS: dict[str, tuple[Any, Any, str]] = {
-    "cc": (str, default_cc(), "C compiler (default: $CC, else cc)"),
+    "cc": (str, native.default_compiler("c"), "C compiler (default: $CC, else cc)"),
     "cflags": (
         (list, str),
         None,
@@ -78,11 +69,12 @@ _DRAM_BYTES_PER_US = 15000.0  # larger ones at about 15 GB/s
 
 def _toolchain(config: Mapping[str, Any]) -> Toolchain | str:
     flags = config.get("cflags")
-    return probe(config.get("cc") or default_cc(), tuple(flags) if flags is not None else None)
+    cc = config.get("cc") or native.default_compiler("c")
+    return native.probe(cc, tuple(flags) if flags is not None else None)
 
 
 def _available() -> str | None:
-    found = probe(default_cc(), None)
+    found = native.probe(native.default_compiler("c"), None)
     return found if isinstance(found, str) else None
 
 
@@ -356,17 +348,18 @@ def _required_toolchain(config: Mapping[str, Any], where: str) -> Toolchain:
 def _build(artifact: Artifact, toolchain: Toolchain, config: Mapping[str, Any]) -> None:
     """Compile (or find in the cache) the artifact's library and record it in the artifact."""
     try:
-        name, path = build(artifact.symbol, artifact.source, toolchain, config.get("cache_dir", ""))
+        artifact.library = native.build(
+            artifact.source,
+            toolchain,
+            f"int {artifact.symbol}(void *const *args);",
+            NAME,
+            cache=config.get("cache_dir", ""),
+        )
     except Exception as exc:
         raise BackendError(
             f"partition {artifact.symbol} (backend {NAME}): compiling the C source with "
             f"{toolchain.cc} {' '.join(toolchain.cflags)} failed: {exc}"
         ) from exc
-    artifact.module = name
-    artifact.library = path.read_bytes()
-    artifact.library_sha256 = sha256(artifact.library)
-    artifact.host = host_tag()
-    artifact.toolchain = {"cc": toolchain.cc, "cflags": list(toolchain.cflags)}
 
 
 @byoc.hookimpl
@@ -375,17 +368,13 @@ def byoc_create_runtime(
 ) -> Module | None:
     if backend != NAME:
         return None
-    where = config.get("cache_dir", "")
-    usable = (
-        artifact.library is not None
-        and artifact.host == host_tag()
-        and config.get("load_library", True)
-    )
-    if not usable:  # another machine's library, or none: rebuild from the source
+    library = artifact.library
+    if library is None or not library.usable_here() or not config.get("load_library", True):
+        # another machine's library, or none: rebuild from the source
         _build(artifact, _required_toolchain(config, artifact.symbol), config)
-    assert artifact.library is not None
-    path = install(artifact.module, artifact.library, where)
-    ffi, lib = load(artifact.module, path, artifact.library_sha256)
+        library = artifact.library
+    assert library is not None
+    ffi, lib = native.load(library, NAME, config.get("cache_dir", ""))
     return Module(ffi, lib, artifact.symbol, artifact.inputs, artifact.outputs)
 
 

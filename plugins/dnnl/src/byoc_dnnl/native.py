@@ -1,27 +1,22 @@
 """Building and loading the native shim (shim.cpp) against the installed oneDNN.
 
-The shim is compiled once per (shim source, compiler, oneDNN version) and cached under the user
-cache dir, ``platformdirs.user_cache_dir("byoc")/dnnl/``; the build goes to a temporary file
-renamed into place, so concurrent processes never see a half-written library. Only the C++
-compiler sees oneDNN's headers and enums; Python sees the shim's own small C API (``CDEF``).
+``byoc.native`` compiles the shim as a C++ extension once per (shim source, compiler, flags,
+oneDNN version and prefix, host) and caches it under ``platformdirs.user_cache_dir("byoc")/dnnl/``
+(atomic rename: concurrent processes never see a half-written library). Only the C++ compiler
+sees oneDNN's headers and enums; Python sees the shim's own small C API (``CDEF``).
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import threading
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import cffi
-import platformdirs
+from byoc import native
 
 # The shim's C API. Only ints, floats and pointers: nothing of oneDNN crosses this line.
 CDEF = """
@@ -42,12 +37,10 @@ const char *bd_step_impl(void *net, int i);
 int bd_run(void *net, int nthreads, void *const *ins, void *const *outs, double *times,
            char *err, size_t errlen);
 """
-
-ffi = cffi.FFI()
-ffi.cdef(CDEF)
+FLAGS = ("-O2", "-std=c++17", "-fopenmp")
 
 _lock = threading.Lock()
-_lib: list[Any] = []
+_loaded: list[tuple[Any, Any]] = []
 _failure: list[str] = []
 
 
@@ -87,95 +80,59 @@ def onednn_version(prefix: Path) -> str:
     return ".".join(m.group(1) if m else "?" for m in parts)
 
 
-def _compiler() -> str:
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        raise NativeUnavailable("no C++ compiler found (install g++ or set CXX)")
-    return cxx
-
-
 def _source() -> str:
     return resources.files("byoc_dnnl").joinpath("shim.cpp").read_text()
 
 
-def cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir("byoc")) / "dnnl"
-
-
-def build() -> Path:
-    """Compile the shim (or find it in the cache) and return the library's path."""
+def build() -> native.Library:
+    """Compile the shim (or find it in the cache)."""
     prefix = onednn_prefix()
-    cxx = _compiler()
+    cxx = native.default_compiler("c++")
+    toolchain = native.probe(cxx, FLAGS, "c++")
+    if isinstance(toolchain, str):
+        raise NativeUnavailable(f"{toolchain} (install g++ or set CXX)")
+    libdnnl = _libdnnl(prefix)
+    assert libdnnl is not None  # onednn_prefix checked it
+    lib = str(prefix / "lib")
     try:
-        version = subprocess.run(
-            [cxx, "--version"], capture_output=True, text=True, timeout=60
-        ).stdout.splitlines()[0]
-    except (OSError, subprocess.SubprocessError, IndexError) as exc:
-        raise NativeUnavailable(f"the C++ compiler {cxx!r} does not run: {exc}") from None
-    source = _source()
-    flags = ["-O2", "-std=c++17", "-fPIC", "-shared", "-fopenmp"]
-    key = "\n".join([source, cxx, version, onednn_version(prefix), str(prefix), *flags])
-    digest = hashlib.sha256(key.encode()).hexdigest()[:20]
-    target = cache_dir() / f"libbyoc_dnnl_{digest}.so"
-    if target.exists():
-        return target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
-        src = Path(tmp) / "shim.cpp"
-        src.write_text(source)
-        out = Path(tmp) / target.name
-        lib = prefix / "lib"
-        libdnnl = _libdnnl(prefix)
-        assert libdnnl is not None  # onednn_prefix checked it
-        cmd = [
-            cxx,
-            *flags,
-            "-I",
-            str(prefix / "include"),
-            str(src),
-            "-o",
-            str(out),
-            "-L",
-            str(lib),
-            f"-Wl,-rpath,{lib}",
-            "-l:" + libdnnl.name,
-        ]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-        except (OSError, subprocess.SubprocessError) as exc:
-            raise NativeUnavailable(f"compiling the oneDNN shim failed: {exc}") from None
-        if done.returncode != 0:
-            raise NativeUnavailable(
-                f"compiling the oneDNN shim failed ({' '.join(cmd[:3])} ...):\n"
-                + done.stderr.strip()[-1500:]
-            )
-        os.replace(out, target)
-    return target
+        return native.build(
+            _source(),
+            toolchain,
+            CDEF,
+            "dnnl",
+            include_dirs=[str(prefix / "include")],
+            library_dirs=[lib],
+            libraries=[":" + libdnnl.name],
+            link_args=[f"-Wl,-rpath,{lib}"],
+            depends=[f"oneDNN {onednn_version(prefix)}"],
+        )
+    except RuntimeError as exc:
+        raise NativeUnavailable(f"compiling the oneDNN shim with {cxx} failed: {exc}") from None
 
 
-def lib() -> Any:
-    """The loaded shim; raises NativeUnavailable (with the reason) if it cannot be built."""
+def load() -> tuple[Any, Any]:
+    """The loaded shim, ``(ffi, lib)``; raises NativeUnavailable (with the reason) if it
+    cannot be built or loaded. Tried once per process."""
     with _lock:
-        if _lib:
-            return _lib[0]
+        if _loaded:
+            return _loaded[0]
         if _failure:
             raise NativeUnavailable(_failure[0])
         try:
-            path = build()
-            _lib.append(ffi.dlopen(str(path)))
+            _loaded.append(native.load(build(), "dnnl"))
         except NativeUnavailable as exc:
             _failure.append(str(exc))
             raise
-        except OSError as exc:
+        except (OSError, RuntimeError) as exc:
             _failure.append(f"loading the oneDNN shim failed: {exc}")
             raise NativeUnavailable(_failure[0]) from None
-        return _lib[0]
+        return _loaded[0]
 
 
 def unavailable_reason() -> str | None:
     """None when the native runtime can be used, else why not."""
     try:
-        lib()
+        load()
     except NativeUnavailable as exc:
         return str(exc)
     return None

@@ -129,18 +129,18 @@ class Runtime:
         validate(graph, artifact.weights)
         self.symbol = str(graph.get("symbol", "dnnl"))
         self.threads = int(config.get("threads", 0) or 0) or _auto_threads(graph)
-        lib = native.lib()
-        self._lib = lib
-        err = native.ffi.new("char[]", 512)
+        self._ffi, self._lib = native.load()
+        lib = self._lib
+        err = self._ffi.new("char[]", 512)
         net = lib.bd_create(1 if config.get("fpmath", "strict") == "bf16" else 0, err, 512)
-        if net == native.ffi.NULL:
-            raise _bad(native.ffi.string(err).decode())
-        self._net = native.ffi.gc(net, lib.bd_destroy)
+        if net == self._ffi.NULL:
+            raise _bad(self._ffi.string(err).decode())
+        self._net = self._ffi.gc(net, lib.bd_destroy)
         self._keep: list[Any] = []
         nodes = graph["nodes"]
         ids: dict[int, int] = {}
         for i in graph["arg_nodes"]:  # inputs first, in signature order
-            dims = native.ffi.new("int64_t[]", nodes[i]["shape"])
+            dims = self._ffi.new("int64_t[]", nodes[i]["shape"])
             ids[i] = lib.bd_tensor(self._net, len(nodes[i]["shape"]), dims)
             self._check(ids[i], f"input node {i}")
             self._check(lib.bd_input(self._net, ids[i]), f"input node {i}")
@@ -157,13 +157,13 @@ class Runtime:
 
     def _check(self, status: int, where: str) -> None:
         if status < 0:
-            msg = native.ffi.string(self._lib.bd_error(self._net)).decode(errors="replace")
+            msg = self._ffi.string(self._lib.bd_error(self._net)).decode(errors="replace")
             raise _bad(f"{self.symbol}: {where}: oneDNN refused it: {msg}")
 
     def _add(
         self, i: int, node: dict[str, Any], ids: dict[int, int], weights: Mapping[str, np.ndarray]
     ) -> int:
-        ffi, lib = native.ffi, self._lib
+        ffi, lib = self._ffi, self._lib
         dims = ffi.new("int64_t[]", node["shape"])
         if node["op"] == "const":
             data = np.ascontiguousarray(weights[node["name"]], dtype=np.float32)
@@ -191,7 +191,7 @@ class Runtime:
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the partition: arrays in signature order -> arrays in signature order."""
-        return self._run(inputs, native.ffi.NULL)
+        return self._run(inputs, self._ffi.NULL)
 
     def profile(self, inputs: Sequence[np.ndarray]) -> list[tuple[int, float]]:
         """Run once, timing each native step: ``[(kernel index or -1, seconds)]``.
@@ -200,14 +200,14 @@ class Runtime:
         into the caller's output arrays.
         """
         steps = int(self._lib.bd_steps(self._net))
-        times = native.ffi.new("double[]", max(steps, 1))
+        times = self._ffi.new("double[]", max(steps, 1))
         self._run(inputs, times)
         return [(int(self._lib.bd_step_op(self._net, i)), times[i]) for i in range(steps)]
 
     def implementations(self) -> list[tuple[int, str]]:
         """``(kernel index, "<primitive kind> <implementation>")`` of each native step, as
         oneDNN chose them (e.g. ``"softmax ref:any"``); kernel index -1 as in ``profile``."""
-        lib, ffi = self._lib, native.ffi
+        lib, ffi = self._lib, self._ffi
         return [
             (int(lib.bd_step_op(self._net, i)), ffi.string(lib.bd_step_impl(self._net, i)).decode())
             for i in range(int(lib.bd_steps(self._net)))
@@ -229,7 +229,7 @@ class Runtime:
                 )
             args.append(np.ascontiguousarray(value))
         outs = [np.empty(s, np.float32) for s in self.outputs]
-        ffi = native.ffi
+        ffi = self._ffi
         ins_p = ffi.new("void *[]", [ffi.from_buffer(a) for a in args])
         outs_p = ffi.new("void *[]", [ffi.from_buffer(o) for o in outs])
         err = ffi.new("char[]", 512)
