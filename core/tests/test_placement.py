@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 
@@ -153,6 +154,19 @@ def test_a_second_compile_reads_the_cache_and_times_nothing(install, fake_clock)
     placed = again.plan.placement
     assert [m.cached for m in placed.measurements] == [True] and placed.whole.cached
     np.testing.assert_allclose(again.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
+def test_other_threading_settings_are_measured_again(install, fake_clock, monkeypatch):
+    fast = Plugin("quick", 5, fake_ms=0.5)
+    install(fast)
+    config = {"backends": ["quick"], **MEASURED}
+    byoc.compile(model(), config)
+    fast.runtime.calls = 0
+    other = "ACTIVE" if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else "PASSIVE"
+    monkeypatch.setenv("OMP_WAIT_POLICY", other)  # OpenMP threads spin or sleep: other timings
+    again = byoc.compile(model(), config)
+    assert fast.runtime.calls > 0
+    assert [m.cached for m in again.plan.placement.measurements] == [False]
 
 
 def test_the_next_backend_may_take_what_the_first_lost(install, fake_clock):

@@ -327,11 +327,16 @@ def _compiler_env(cc: str) -> Iterator[None]:
                     os.environ[k] = v
 
 
-def load(library: Library, kind: str, cache: str = "") -> tuple[Any, Any]:
+def load(
+    library: Library, kind: str, cache: str = "", *, passive_openmp: bool = True
+) -> tuple[Any, Any]:
     """Import a library (``(ffi, lib)``), only if its bytes have the sha256 it records.
 
     The bytes go into the cache under a name derived from their hash first, so a library
-    carried in an artifact loads on a machine that never built it.
+    carried in an artifact loads on a machine that never built it. ``passive_openmp`` sets
+    ``OMP_WAIT_POLICY=PASSIVE`` (unless set) before loading: right for short kernels between
+    onnxruntime's, wrong for a library that runs many small parallel regions back to back
+    (oneDNN: P1 ran 1.26x slower with sleeping threads).
     """
     if not _MODULE.fullmatch(library.module):
         raise RuntimeError(f"{library.module!r} is not a module name byoc.native writes")
@@ -345,9 +350,10 @@ def load(library: Library, kind: str, cache: str = "") -> tuple[Any, Any]:
                 f"{library.sha256[:16]}...; not loading it"
             )
         path = _install(library, cache_dir(kind, cache))
-        # libgomp reads this once, when it loads: sleeping idle threads leave the cores to
-        # onnxruntime between our kernels. A value the user set wins.
-        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if passive_openmp:
+            # libgomp reads this once, when it loads: sleeping idle threads leave the cores to
+            # onnxruntime between our kernels. A value the user set wins.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         spec = importlib.util.spec_from_file_location(library.module, path)
         if spec is None or spec.loader is None:
             raise RuntimeError(f"cannot load {path} as a Python extension")

@@ -392,9 +392,21 @@ def _whole_unit(model: onnx.ModelProto) -> Partition:
     return unit
 
 
-@cache
+_THREAD_ENV = ("OMP_", "GOMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_")
+
+
 def host_id() -> str:
-    """What a timing depends on beyond the code: the CPU model, its features and the cores."""
+    """What a timing depends on beyond the code: the CPU model, its features, the cores, and
+    the environment's threading settings (``OMP_*``, ``GOMP_*``, ``KMP_*``, ``MKL_*``,
+    ``ONEDNN_*``, ``DNNL_*``: OpenMP's wait policy alone made oneDNN 2x slower on P1)."""
+    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_THREAD_ENV))
+    text = f"{_cpu()}|{env}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+@cache
+def _cpu() -> str:
+    """The CPU model, its features and the cores."""
     model = flags = ""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -405,8 +417,7 @@ def host_id() -> str:
                 flags = value.strip()
     except OSError:
         model = platform.processor()
-    text = f"{platform.machine()}|{model}|{flags}|{os.cpu_count()}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return f"{platform.machine()}|{model}|{flags}|{os.cpu_count()}"
 
 
 class MeasurementCache:
