@@ -37,6 +37,17 @@ def test_a_c_library_builds_once_loads_and_runs(tmp_path):
     assert not [p for p in before if not p.startswith(lib.module)]  # no temporary leftovers
     _, c = native.load(lib, "t", str(tmp_path))
     assert c.twice(21) == 42
+    assert sorted(os.listdir(tmp_path)) == before  # loading uses the file build wrote
+
+
+def test_an_unprobed_toolchain_builds_or_fails_at_build(tmp_path):
+    known = native.toolchain(native.default_compiler("c"), ["-O2"])
+    assert known.version  # the first line of `cc --version`: part of the cache key
+    lib = native.build(C_SOURCE, known, "int twice(int x);", "t", cache=str(tmp_path))
+    assert native.load(lib, "t", str(tmp_path))[1].twice(4) == 8
+    missing = native.toolchain("/nonexistent/cc", ["-O2"])
+    with pytest.raises(RuntimeError):
+        native.build(C_SOURCE, missing, "int twice(int x);", "t", cache=str(tmp_path))
 
 
 def test_a_cxx_library_builds_with_the_cxx_toolchain(tmp_path):

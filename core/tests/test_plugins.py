@@ -73,6 +73,13 @@ def test_a_plugin_that_fails_to_import_is_shown_and_the_rest_works(tmp_path):
     assert rows["examplejson"]["available"] is True
 
 
+def run_script(script, pythonpath):
+    env = dict(os.environ, PYTHONPATH=str(pythonpath))
+    return subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
+    )
+
+
 def test_a_discovered_third_party_backend_claims_nodes(tmp_path):
     fake_distribution(
         tmp_path,
@@ -112,10 +119,7 @@ def test_a_discovered_third_party_backend_claims_nodes(tmp_path):
         plan = byoc.partition(m, cfg)
         print(plan.to_json()["partitions"][0]["nodes"], byoc.compare(m, cfg).passed)
     """)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = run_script(script, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["['n']", "True"]
 
@@ -165,9 +169,6 @@ def test_a_tvm_style_two_tuple_pattern_table_makes_a_composite(tmp_path):
         plan = byoc.partition(m, cfg)
         print({d.composite for d in plan.decisions.values()}, byoc.compare(m, cfg).passed)
     """)
-    env = dict(os.environ, PYTHONPATH=str(tmp_path))
-    done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
-    )
+    done = run_script(script, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["{'negexp.neg_any'}", "True"]

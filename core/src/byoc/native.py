@@ -127,6 +127,13 @@ def probe(cc: str, cflags: tuple[str, ...] | None, language: str = "c") -> Toolc
     return Toolchain(shlex.join(command), tuple(flags), language, _version(command))
 
 
+def toolchain(cc: str, cflags: Sequence[str], language: str = "c") -> Toolchain:
+    """A toolchain with known flags, unchecked: one ``cc --version`` call where ``probe``
+    builds test libraries. For a plugin whose library is usually in the cache already (it
+    starts faster); a compiler that does not work shows up as ``build``'s error."""
+    return Toolchain(cc, tuple(cflags), language, _version(shlex.split(cc)))
+
+
 def _version(command: list[str]) -> str:
     try:
         done = subprocess.run([*command, "--version"], capture_output=True, text=True, timeout=60)
@@ -364,7 +371,11 @@ def load(
 
 
 def _install(library: Library, root: Path) -> Path:
-    """The library's bytes in the cache, under a name derived from their sha256."""
+    """The library's bytes in the cache: the file ``build`` wrote if it holds them, else a
+    copy under a name derived from their sha256 (a library carried in an artifact)."""
+    built = root / f"{library.module}{EXT_SUFFIX}"
+    if built.is_file() and sha256(built.read_bytes()) == library.sha256:
+        return built
     target = root / f"{library.module}-{library.sha256[:16]}{EXT_SUFFIX}"
     if not (target.is_file() and sha256(target.read_bytes()) == library.sha256):
         fd, tmp = tempfile.mkstemp(prefix=f"{library.module}-", dir=root)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import sys
 import threading
 from importlib import resources
@@ -88,9 +90,11 @@ def build() -> native.Library:
     """Compile the shim (or find it in the cache)."""
     prefix = onednn_prefix()
     cxx = native.default_compiler("c++")
-    toolchain = native.probe(cxx, FLAGS, "c++")
-    if isinstance(toolchain, str):
-        raise NativeUnavailable(f"{toolchain} (install g++ or set CXX)")
+    if shutil.which(shlex.split(cxx)[0] if cxx.strip() else "") is None:
+        raise NativeUnavailable(
+            f"no working C++ compiler: {cxx} not found (install g++ or set CXX)"
+        )
+    toolchain = native.toolchain(cxx, FLAGS, "c++")  # no probe builds: the shim is cached
     libdnnl = _libdnnl(prefix)
     assert libdnnl is not None  # onednn_prefix checked it
     lib = str(prefix / "lib")
