@@ -84,8 +84,9 @@ def install(monkeypatch, tmp_path):
 @pytest.fixture
 def fake_clock(monkeypatch):
     """Timings by decree: a test backend takes its ``fake_ms``, onnxruntime 1 ms, and the whole
-    compiled model ``clock["byoc"]`` ms against 1 ms for plain onnxruntime. Both still run."""
-    clock = {"byoc": 0.5, "call": 0.0}
+    compiled model ``clock["byoc"]`` ms against 1 ms for plain onnxruntime, its slowest round
+    ``clock["worst"]`` times onnxruntime's. Both still run."""
+    clock = {"byoc": 0.5, "call": 0.0, "worst": 0.5}
 
     def time_pair(first, second, args, **_):
         first(args), second(args)
@@ -93,7 +94,7 @@ def fake_clock(monkeypatch):
 
     def time_blocks(first, second, args, **_):
         first(args), second(args)
-        return clock["byoc"], 1.0
+        return clock["byoc"], 1.0, clock["worst"]
 
     monkeypatch.setattr(placement, "time_pair", time_pair)
     monkeypatch.setattr(placement, "time_blocks", time_blocks)
@@ -189,6 +190,17 @@ def test_a_compiled_model_slower_than_onnxruntime_runs_as_onnxruntime(install, f
     assert (whole.backend_ms, whole.onnxruntime_ms, whole.kept) == (1.5, 1.0, False)
     assert "whole model: 1.5 ms compiled vs 1 ms plain onnxruntime" in explain_text(compiled.plan)
     np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
+def test_a_compiled_model_that_loses_one_round_runs_as_onnxruntime(install, fake_clock):
+    install(Plugin("quick", 5, fake_ms=0.5))
+    fake_clock["worst"] = 1.04  # the median wins by 50%, one round of three is lost
+    with pytest.warns(UserWarning, match=r"slowest round 1.04x\): running it as one"):
+        compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"]
+    assert "0.5 ms compiled vs 1 ms plain onnxruntime, slowest round 1.04x: runs as plain" in (
+        explain_text(compiled.plan)
+    )
 
 
 def test_whole_model_fallback_false_keeps_the_compiled_model(install, fake_clock):
@@ -327,3 +339,11 @@ def test_refusing_a_node_outside_the_partition_is_the_backends_error(install):
     install(Refusing("picky", ["not-in-it"]))
     with pytest.raises(byoc.BackendError, match="refused nodes that are not in the partition"):
         byoc.compile(model(), {"backends": ["picky"], "compile": {"placement": "static"}})
+
+
+def test_time_blocks_reports_the_slowest_round():
+    def slow(_):
+        time.sleep(0.002)
+
+    t_slow, t_fast, worst = placement.time_blocks(slow, lambda _: None, [], block_seconds=0.01)
+    assert t_slow >= 2 > t_fast and worst > 10

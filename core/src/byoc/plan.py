@@ -91,6 +91,7 @@ class Measurement:
     kept: bool
     cached: bool = False  # read from the measurement cache, not timed in this compile
     call_ms: float = 0.0  # what one onnxruntime session call costs whatever it runs
+    worst_ratio: float | None = None  # the whole model: its slowest round's backend/onnxruntime
 
     def summary(self) -> str:
         """``kept: 1.2 ms on dnnl vs 1.5 ms on onnxruntime``."""
@@ -100,6 +101,11 @@ class Measurement:
             f"{self.onnxruntime_ms:.3g} ms on onnxruntime" + (" (cached)" if self.cached else "")
         )
 
+    def rounds(self) -> str:
+        """``, slowest round 1.04x`` when the whole model lost a round, else nothing."""
+        worst = self.worst_ratio
+        return f", slowest round {worst:.2f}x" if worst is not None and worst >= 1 else ""
+
     def to_json(self) -> dict[str, Any]:
         return {
             "partition": self.partition,
@@ -108,6 +114,7 @@ class Measurement:
             "backend_ms": self.backend_ms,
             "onnxruntime_ms": self.onnxruntime_ms,
             "call_ms": self.call_ms,
+            "worst_ratio": self.worst_ratio,
             "verdict": "kept" if self.kept else "returned",
             "cached": self.cached,
         }
@@ -223,7 +230,7 @@ class Plan:
             verdict = "byoc kept" if p.whole.kept else "runs as plain onnxruntime"
             lines.append(
                 f"  whole model: {p.whole.backend_ms:.3g} ms compiled vs "
-                f"{p.whole.onnxruntime_ms:.3g} ms plain onnxruntime: {verdict}"
+                f"{p.whole.onnxruntime_ms:.3g} ms plain onnxruntime{p.whole.rounds()}: {verdict}"
                 + (" (cached)" if p.whole.cached else "")
             )
         return lines
