@@ -3,6 +3,7 @@
     python bench/models.py --config dnnl                 # {"backends": ["dnnl"]}
     python bench/models.py --config dnnl,ccompiler --models P1,P2
     python bench/models.py --config byoc.toml --repeat 50
+    python bench/models.py --codegen json,c              # dnnl's two codegens side by side
 
 For each model: compile with the given config (input shapes from MODELS.md), then time
 ``CompiledModel.run`` and an onnxruntime session on the same inputs, interleaved (byoc,
@@ -14,6 +15,10 @@ both in one process, and a spinning onnxruntime pool there slows oneDNN's OpenMP
 10x (P1: byoc 13.1 ms beside a spinning session, 1.2 ms beside a non-spinning one), while the
 baseline itself is no slower without spinning (P1: 1.5 ms vs 1.8 ms). ``--spinning-baseline``
 measures the default-spinning session instead.
+
+``--codegen json,c`` compiles each model once per dnnl codegen (``[backend.dnnl] codegen``) and
+times them all with onnxruntime, interleaved, printing each one's ratio and the ratio between
+the first two.
 
 When the config uses dnnl, it also times each oneDNN kernel inside the real partitions
 (blocked layouts, fused post-ops) and prints the convolutions' achieved GFLOP/s against the
@@ -53,6 +58,13 @@ def config_for(spec: str, model_id: str) -> Any:
         "shapes": shapes,
         "compile": {"placement": "static"},
     }
+
+
+def with_codegen(cfg: Any, mode: str) -> Any:
+    """``cfg`` with ``[backend.dnnl] codegen = mode``."""
+    cfg = byoc.load_config(cfg)
+    cfg.backend.setdefault("dnnl", {})["codegen"] = mode
+    return cfg
 
 
 def interleaved(fns: list[Callable[[], Any]], repeat: int, warmup: int, gap: float) -> list[float]:
@@ -112,7 +124,7 @@ def conv_report(compiled: Any, inputs: dict[str, np.ndarray], peak: float, round
     rows = []
     for step in compiled.steps:
         args = [env[n] for n in step.unit.inputs]
-        if step.unit.backend != "dnnl":
+        if step.unit.backend != "dnnl" or not hasattr(step.runtime, "profile"):
             env.update(zip(step.unit.outputs, step.runtime.run(args), strict=True))
             continue
         graph = json.loads(step.artifact.source)
@@ -159,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gap", type=float, default=0.01, help="idle seconds between runs")
     parser.add_argument("--peak", type=float, default=None, help="FP32 peak GFLOP/s")
     parser.add_argument(
+        "--codegen", default="", help="dnnl codegens to time side by side, e.g. json,c"
+    )
+    parser.add_argument(
         "--spinning-baseline",
         action="store_true",
         help="let the onnxruntime baseline's threads spin (its default)",
@@ -166,6 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     print_machine()
     uses_dnnl = "dnnl" in args.config
+    if args.codegen and not uses_dnnl:
+        parser.error("--codegen needs a config that uses dnnl")
     peak = args.peak or (measure_peak() if uses_dnnl else 350.0)
     if uses_dnnl:
         print(f"FP32 peak (oneDNN 1024^3 matmul): {peak:.0f} GFLOP/s")
@@ -173,27 +190,39 @@ def main(argv: list[str] | None = None) -> int:
     for model_id in args.models.split(","):
         path = fetch(model_id)
         cfg = config_for(args.config, model_id)
-        compiled = byoc.compile(path, cfg)
+        modes = [m for m in args.codegen.split(",") if m]
+        if modes:
+            runs = [byoc.compile(path, with_codegen(cfg, m)) for m in modes]
+        else:
+            runs = [byoc.compile(path, cfg)]
+        compiled = runs[0]
         options = ort.SessionOptions()
         if not args.spinning_baseline:
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
         inputs = byoc.random_inputs(compiled.plan.model)
+        if model_id == "P4":  # the sample rate: 16000 (random values fail inside its If)
+            inputs["sr"] = np.full_like(inputs["sr"], 16000)
         if model_id == "P5":  # token ids: [CLS] ... [SEP], as MODELS.md says
             ids = inputs["input_ids"]
             ids[:] = np.random.default_rng(0).integers(1000, 20000, ids.shape)
             ids[:, 0], ids[:, -1] = 101, 102
             inputs["attention_mask"][:] = 1
-        t_byoc, t_ort = interleaved(
-            [partial(compiled.run, inputs), partial(session.run, None, inputs)],
+        *t_byoc, t_ort = interleaved(
+            [*(partial(c.run, inputs) for c in runs), partial(session.run, None, inputs)],
             args.repeat,
             args.warmup,
             args.gap,
         )
         parts = ", ".join(f"{p.name}:{len(p.nodes)}" for p in compiled.plan.partitions)
+        times = "  ".join(
+            f"byoc{f' ({m})' if m else ''} {t * 1e3:8.2f} ms ratio {t / t_ort:5.2f}"
+            for m, t in zip(modes or [""], t_byoc, strict=True)
+        )
+        between = f"  {modes[1]}/{modes[0]} {t_byoc[1] / t_byoc[0]:5.2f}" if len(modes) > 1 else ""
         print(
-            f"{model_id}: byoc {t_byoc * 1e3:8.2f} ms  onnxruntime {t_ort * 1e3:8.2f} ms  "
-            f"ratio {t_byoc / t_ort:5.2f}   partitions [{parts}]"
+            f"{model_id}: {times}  onnxruntime {t_ort * 1e3:8.2f} ms{between}   "
+            f"partitions [{parts}]"
         )
         if uses_dnnl:
             conv_report(compiled, inputs, peak, rounds=5)

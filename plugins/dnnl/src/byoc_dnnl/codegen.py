@@ -69,16 +69,24 @@ class Kernel:
 
 @dataclass
 class Artifact:
-    """A partition's JSON graph (``source``) and weights; ``suffix`` names dumped files."""
+    """A partition's JSON graph and weights; with ``codegen = "c"`` also the C++ file made from
+    the graph and its compiled library. ``source`` and ``suffix`` are what ``byoc compile
+    --dump-dir`` writes: the JSON graph, or the C++ file."""
 
     source: str
     weights: dict[str, np.ndarray]
     suffix: str = ".json"
     prebuilt: Any = field(default=None, repr=False, compare=False)  # (config key, Runtime)
+    graph_source: str | None = None  # C source mode: the JSON graph (``source`` is the C++)
+    library: Any = field(default=None, repr=False)  # C source mode: a byoc.native.Library
 
     @property
     def graph(self) -> dict[str, Any]:
-        return json.loads(self.source)
+        return json.loads(self.source if self.graph_source is None else self.graph_source)
+
+    @property
+    def graph_text(self) -> str:
+        return self.source if self.graph_source is None else self.graph_source
 
 
 class Lowering:

@@ -8,12 +8,14 @@ sees oneDNN's headers and enums; Python sees the shim's own small C API (``CDEF`
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shlex
 import shutil
 import sys
 import threading
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -86,32 +88,56 @@ def _source() -> str:
     return resources.files("byoc_dnnl").joinpath("shim.cpp").read_text()
 
 
-def build() -> native.Library:
-    """Compile the shim (or find it in the cache)."""
+def _package() -> Path:
+    """The directory holding the plugin's C++ headers (``layouts.hpp``, ``dnnl_kernels.h``)."""
+    return Path(str(resources.files("byoc_dnnl")))
+
+
+def _headers() -> list[str]:
+    """The headers' sha256s: a changed header is a new build."""
+    found = sorted(_package().glob("*.h*"))
+    return [hashlib.sha256(h.read_bytes()).hexdigest() for h in found]
+
+
+def build(
+    source: str,
+    cdef: str,
+    *,
+    include_dirs: Sequence[str] = (),
+    library_dirs: Sequence[str] = (),
+    libraries: Sequence[str] = (),
+    link_args: Sequence[str] = (),
+    depends: Sequence[str] = (),
+    compile_flags: Sequence[str] = FLAGS,
+) -> native.Library:
+    """Compile C++ ``source`` against oneDNN (or find it in the cache): the shim, the C source
+    mode's kernel library, or a generated partition (which links the kernel library instead).
+    The plugin's headers are on the include path and in the cache key."""
     prefix = onednn_prefix()
     cxx = native.default_compiler("c++")
     if shutil.which(shlex.split(cxx)[0] if cxx.strip() else "") is None:
         raise NativeUnavailable(
             f"no working C++ compiler: {cxx} not found (install g++ or set CXX)"
         )
-    toolchain = native.toolchain(cxx, FLAGS, "c++")  # no probe builds: the shim is cached
+    toolchain = native.toolchain(cxx, tuple(compile_flags), "c++")  # no probe builds: cached
     libdnnl = _libdnnl(prefix)
     assert libdnnl is not None  # onednn_prefix checked it
     lib = str(prefix / "lib")
+    linked = not library_dirs  # oneDNN itself, unless the caller links something else
     try:
         return native.build(
-            _source(),
+            source,
             toolchain,
-            CDEF,
+            cdef,
             "dnnl",
-            include_dirs=[str(prefix / "include")],
-            library_dirs=[lib],
-            libraries=[":" + libdnnl.name],
-            link_args=[f"-Wl,-rpath,{lib}"],
-            depends=[f"oneDNN {onednn_version(prefix)}"],
+            include_dirs=[str(prefix / "include"), str(_package()), *include_dirs],
+            library_dirs=[lib] if linked else list(library_dirs),
+            libraries=[":" + libdnnl.name] if linked else list(libraries),
+            link_args=[f"-Wl,-rpath,{lib}"] if linked else list(link_args),
+            depends=[f"oneDNN {onednn_version(prefix)}", *_headers(), *depends],
         )
     except RuntimeError as exc:
-        raise NativeUnavailable(f"compiling the oneDNN shim with {cxx} failed: {exc}") from None
+        raise NativeUnavailable(f"compiling with {cxx} failed: {exc}") from None
 
 
 def load() -> tuple[Any, Any]:
@@ -125,7 +151,8 @@ def load() -> tuple[Any, Any]:
         try:
             # oneDNN's OpenMP keeps libgomp's default wait policy: sleeping threads made
             # its back-to-back small primitives slower (P1: 1.26x onnxruntime instead of 0.6x).
-            _loaded.append(native.load(build(), "dnnl", passive_openmp=False))
+            shim = build(_source(), CDEF)
+            _loaded.append(native.load(shim, "dnnl", passive_openmp=False))
         except NativeUnavailable as exc:
             _failure.append(str(exc))
             raise

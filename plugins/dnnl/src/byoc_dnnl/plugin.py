@@ -9,21 +9,25 @@ from typing import Any
 
 import byoc
 import numpy as np
-from byoc import ArtifactError, ConfigError, NodeView, Partition
+from byoc import ArtifactError, ConfigError, NodeView, Partition, native
 
-from byoc_dnnl import annotate, native
+from byoc_dnnl import annotate, csource
+from byoc_dnnl import native as dnnl_native
 from byoc_dnnl.codegen import Artifact, codegen
 from byoc_dnnl.runtime import Runtime, validate
 
 NAME = "dnnl"
 VERSION = "0.1.0"
 MAGIC = b"BYOCDNNL"
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 1  # the JSON graph and weights
+_C_FORMAT_VERSION = 2  # and the C++ file with its library (byoc.native.pack)
+C_MAGIC = b"byoc-dnnl C source 1\n"
 FPMATH = ("strict", "bf16")
+CODEGEN = ("json", "c")
 
 
 def _available() -> str | None:
-    return native.unavailable_reason()
+    return dnnl_native.unavailable_reason()
 
 
 def _prune(nodes: list[NodeView]) -> str | None:
@@ -36,6 +40,10 @@ def _check_config(config: Mapping[str, Any]) -> None:
     if config.get("fpmath", "strict") not in FPMATH:
         raise ConfigError(
             f"[backend.dnnl] fpmath must be one of {', '.join(FPMATH)}, got {config['fpmath']!r}"
+        )
+    if config.get("codegen", "json") not in CODEGEN:
+        raise ConfigError(
+            f"[backend.dnnl] codegen must be one of {', '.join(CODEGEN)}, got {config['codegen']!r}"
         )
     if int(config.get("threads", 0)) < 0:
         raise ConfigError(f"[backend.dnnl] threads must be >= 0, got {config['threads']}")
@@ -54,6 +62,12 @@ def byoc_register_backends(register: Any) -> None:
                 "strict",
                 "strict: float32 math; bf16: let convolutions and "
                 "matmuls compute in bfloat16 (faster, less exact)",
+            ),
+            "codegen": (
+                str,
+                "json",
+                "json: a JSON graph run by the native runtime; c: a C++ file per partition "
+                "calling the op-level kernel library (the DNNL blog's C source mode)",
             ),
         },
         priority=30,
@@ -82,7 +96,13 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
         return None
     _check_config(config)
     artifact = codegen(partition)
-    runtime = Runtime(artifact, config)
+    if config.get("codegen", "json") == "c":
+        graph = artifact.graph
+        artifact.graph_source = artifact.source
+        artifact.source = csource.generate(graph, artifact.weights)
+        artifact.suffix = ".cpp"
+        artifact.library = csource.build(artifact.source, partition_symbol(graph))
+    runtime = _make_runtime(artifact, config)
     refused = slow_kernels(artifact, runtime)
     if refused:
         raise byoc.NodesRefused(refused)
@@ -90,7 +110,22 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
     return artifact
 
 
-def slow_kernels(artifact: Artifact, runtime: Runtime) -> dict[str, str]:
+def partition_symbol(graph: dict[str, Any]) -> str:
+    return str(graph["symbol"])
+
+
+def _make_runtime(artifact: Artifact, config: Mapping[str, Any]) -> Runtime | csource.CRuntime:
+    if artifact.graph_source is None:
+        return Runtime(artifact, config)
+    graph = artifact.graph
+    validate(graph, artifact.weights)
+    library = artifact.library
+    if library is None or not library.usable_here():  # built elsewhere: build it here
+        library = artifact.library = csource.build(artifact.source, partition_symbol(graph))
+    return csource.CRuntime(graph, artifact.weights, library, config)
+
+
+def slow_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dict[str, str]:
     """``{ONNX node: reason}`` for the kernels oneDNN runs with a reference implementation.
 
     Its reference kernels are plain C loops, often 10-100x slower than onnxruntime (a binary
@@ -123,11 +158,12 @@ def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, A
     prebuilt, artifact.prebuilt = artifact.prebuilt, None
     if prebuilt is not None and prebuilt[0] == _runtime_key(config):
         return prebuilt[1]
-    return Runtime(artifact, config)
+    return _make_runtime(artifact, config)
 
 
 # -- serialization ----------------------------------------------------------------------------
 # MAGIC | u32 format version | u64 n + JSON graph | u64 n + JSON weight index | u64 n + float32s
+# and, in format 2 (codegen = "c"), | u64 n + byoc.native.pack(C_MAGIC, symbol, C++, library)
 
 
 @byoc.hookimpl
@@ -142,8 +178,13 @@ def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
         index[name] = [offset, len(data) // 4]
         blobs.append(data)
         offset += len(data)
-    parts = [artifact.source.encode(), json.dumps(index).encode(), b"".join(blobs)]
-    out = [MAGIC, struct.pack("<I", _FORMAT_VERSION)]
+    parts = [artifact.graph_text.encode(), json.dumps(index).encode(), b"".join(blobs)]
+    version = _FORMAT_VERSION
+    if artifact.graph_source is not None:
+        version = _C_FORMAT_VERSION
+        symbol = partition_symbol(artifact.graph)
+        parts.append(native.pack(C_MAGIC, {"symbol": symbol}, artifact.source, artifact.library))
+    out = [MAGIC, struct.pack("<I", version)]
     for part in parts:
         out += [struct.pack("<Q", len(part)), part]
     return b"".join(out)
@@ -156,17 +197,21 @@ def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
     view = memoryview(bytes(data))
     if bytes(view[:8]) != MAGIC:
         raise ArtifactError("dnnl artifact: bad magic (not written by byoc-dnnl)")
-    if len(view) < 12 or struct.unpack("<I", view[8:12])[0] != _FORMAT_VERSION:
+    version = struct.unpack("<I", view[8:12])[0] if len(view) >= 12 else None
+    if version not in (_FORMAT_VERSION, _C_FORMAT_VERSION):
         raise ArtifactError("dnnl artifact: unknown format version")
+    what = ["graph", "weight index", "weights"]
+    if version == _C_FORMAT_VERSION:
+        what.append("C source")
     parts = []
     at = 12
-    for what in ("graph", "weight index", "weights"):
+    for part in what:
         if at + 8 > len(view):
-            raise ArtifactError(f"dnnl artifact: truncated before the {what}")
+            raise ArtifactError(f"dnnl artifact: truncated before the {part}")
         (n,) = struct.unpack("<Q", view[at : at + 8])
         at += 8
         if n > len(view) - at:
-            raise ArtifactError(f"dnnl artifact: the {what} is truncated")
+            raise ArtifactError(f"dnnl artifact: the {part} is truncated")
         parts.append(view[at : at + n])
         at += n
     if at != len(view):
@@ -191,4 +236,22 @@ def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
             raise ArtifactError(f"dnnl artifact: weight {name!r} lies outside the data")
         weights[name] = np.frombuffer(blob, "<f4", entry[1], entry[0]).astype(np.float32)
     validate(graph, weights)
-    return Artifact(source, weights)
+    if version == _FORMAT_VERSION:
+        return Artifact(source, weights)
+    return _c_artifact(bytes(parts[3]), source, graph, weights)
+
+
+def _c_artifact(
+    data: bytes, graph_source: str, graph: dict[str, Any], weights: dict[str, np.ndarray]
+) -> Artifact:
+    """The C source part: it must be the file generated from this very graph, so the C++
+    compiled here never comes from the file unchecked."""
+    header, cpp, library = native.unpack(data, C_MAGIC, "dnnl artifact (C source)")
+    if header.get("symbol") != graph.get("symbol"):
+        raise ArtifactError("dnnl artifact (C source): its symbol is not the graph's")
+    if cpp != csource.generate(graph, weights):
+        raise ArtifactError(
+            "dnnl artifact (C source): the C++ is not what this byoc-dnnl generates from the "
+            "graph (damaged, or written by another version): compile the model again"
+        )
+    return Artifact(cpp, weights, ".cpp", graph_source=graph_source, library=library)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -214,29 +214,47 @@ class Runtime:
         ]
 
     def _run(self, inputs: Sequence[np.ndarray], times: Any) -> list[np.ndarray]:
-        if len(inputs) != len(self.inputs):
-            raise InputError(
-                f"{self.symbol}: expected {len(self.inputs)} inputs, got {len(inputs)}"
-            )
-        args = []
-        for k, (value, shape) in enumerate(zip(inputs, self.inputs, strict=True)):
-            if not isinstance(value, np.ndarray) or value.dtype != np.float32:
-                got = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
-                raise InputError(f"{self.symbol}: input {k} is {got}, expected float32")
-            if value.shape != shape:
-                raise InputError(
-                    f"{self.symbol}: input {k} has shape {value.shape}, expected {shape}"
-                )
-            args.append(np.ascontiguousarray(value))
-        outs = [np.empty(s, np.float32) for s in self.outputs]
-        ffi = self._ffi
-        ins_p = ffi.new("void *[]", [ffi.from_buffer(a) for a in args])
-        outs_p = ffi.new("void *[]", [ffi.from_buffer(o) for o in outs])
-        err = ffi.new("char[]", 512)
-        status = self._lib.bd_run(self._net, self.threads, ins_p, outs_p, times, err, 512)
-        if status < 0:
-            raise RuntimeError(f"{self.symbol}: oneDNN failed: {ffi.string(err).decode()}")
-        return outs
+        def call(ins: Any, outs: Any, err: Any, errlen: int) -> int:
+            return int(self._lib.bd_run(self._net, self.threads, ins, outs, times, err, errlen))
+
+        return run_native(self._ffi, self.symbol, inputs, self.inputs, self.outputs, call)
+
+
+def run_native(
+    ffi: Any,
+    symbol: str,
+    inputs: Sequence[np.ndarray],
+    shapes: Sequence[tuple[int, ...]],
+    out_shapes: Sequence[tuple[int, ...]],
+    call: Callable[[Any, Any, Any, int], int],
+) -> list[np.ndarray]:
+    """Check the inputs, make the outputs, and ``call(ins, outs, err, errlen)`` (a native run
+    returning < 0 with a message in ``err`` on failure)."""
+    args = check_inputs(symbol, inputs, shapes)
+    outs = [np.empty(s, np.float32) for s in out_shapes]
+    ins_p = ffi.new("void *[]", [ffi.from_buffer(a) for a in args])
+    outs_p = ffi.new("void *[]", [ffi.from_buffer(o) for o in outs])
+    err = ffi.new("char[]", 512)
+    if call(ins_p, outs_p, err, 512) < 0:
+        raise RuntimeError(f"{symbol}: oneDNN failed: {ffi.string(err).decode()}")
+    return outs
+
+
+def check_inputs(
+    symbol: str, inputs: Sequence[np.ndarray], shapes: Sequence[tuple[int, ...]]
+) -> list[np.ndarray]:
+    """Contiguous float32 arrays of the given shapes, or InputError saying which is wrong."""
+    if len(inputs) != len(shapes):
+        raise InputError(f"{symbol}: expected {len(shapes)} inputs, got {len(inputs)}")
+    args = []
+    for k, (value, shape) in enumerate(zip(inputs, shapes, strict=True)):
+        if not isinstance(value, np.ndarray) or value.dtype != np.float32:
+            got = value.dtype if isinstance(value, np.ndarray) else type(value).__name__
+            raise InputError(f"{symbol}: input {k} is {got}, expected float32")
+        if value.shape != shape:
+            raise InputError(f"{symbol}: input {k} has shape {value.shape}, expected {shape}")
+        args.append(np.ascontiguousarray(value))
+    return args
 
 
 def _auto_threads(graph: dict[str, Any]) -> int:

@@ -11,6 +11,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 #include <oneapi/dnnl/dnnl_debug.h>
+#include "layouts.hpp"
 #include <omp.h>
 
 #include <algorithm>
@@ -32,6 +33,11 @@ using tag = memory::format_tag;
 using dt = memory::data_type;
 
 namespace {
+
+using byoc_dnnl::any;
+using byoc_dnnl::innermost;
+using byoc_dnnl::is_reference;
+using byoc_dnnl::plain;
 
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
 enum OpKind {
@@ -98,34 +104,9 @@ struct Net {
 
 [[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
 
-memory::desc plain(const dims_t &d) {
-    dims_t strides(d.size());
-    int64_t s = 1;
-    for (int i = (int)d.size() - 1; i >= 0; --i) {
-        strides[i] = s;
-        s *= d[i];
-    }
-    return memory::desc(d, dt::f32, strides);
-}
 
-// Dense f32 with `axis` innermost, the other dims outside it in their order (a transpose).
-memory::desc innermost(const dims_t &d, int axis) {
-    dims_t strides(d.size());
-    int64_t s = d[axis];
-    strides[axis] = 1;
-    for (int i = (int)d.size() - 1; i >= 0; --i)
-        if (i != axis) {
-            strides[i] = s;
-            s *= d[i];
-        }
-    return memory::desc(d, dt::f32, strides);
-}
 
-bool is_reference(const primitive_desc_base &pd) {
-    return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
-}
 
-memory::desc any(const dims_t &d) { return memory::desc(d, dt::f32, tag::any); }
 
 int root(const Net &n, int v) {
     while (n.values[v].alias_of >= 0) v = n.values[v].alias_of;

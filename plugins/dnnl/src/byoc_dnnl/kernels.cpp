@@ -1,0 +1,536 @@
+// kernels.cpp: byoc-dnnl's op-level oneDNN kernel library (see dnnl_kernels.h).
+//
+// A kernel is one primitive described by its operands: each one either a constant (reordered
+// once, when the kernel is made, into the layout the primitive wants) or a run-time pointer to a
+// dense tensor (reordered into the workspace when the primitive wants another layout). The
+// output is written dense, through the workspace when the primitive picked a blocked layout.
+
+#include "dnnl_kernels.h"
+
+#include <oneapi/dnnl/dnnl.hpp>
+#include <oneapi/dnnl/dnnl_debug.h>
+#include "layouts.hpp"
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+
+namespace dnnl_kernels {
+
+using namespace dnnl;
+using dt = memory::data_type;
+
+namespace {
+
+using byoc_dnnl::any;
+using byoc_dnnl::innermost;
+using byoc_dnnl::is_reference;
+using byoc_dnnl::plain;
+
+[[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
+
+
+
+
+size_t aligned(size_t n) { return (n + 63) / 64 * 64; }
+
+std::shared_ptr<char> allocate(size_t bytes) {
+    char *p = (char *)std::aligned_alloc(64, aligned(std::max<size_t>(bytes, 64)));
+    if (!p) fail("out of memory");
+    return std::shared_ptr<char>(p, std::free);
+}
+
+algorithm eltwise_alg(const std::string &a) {
+    static const std::unordered_map<std::string, algorithm> algs = {
+        {"relu", algorithm::eltwise_relu},
+        {"logistic", algorithm::eltwise_logistic},
+        {"tanh", algorithm::eltwise_tanh},
+        {"clip", algorithm::eltwise_clip_v2},
+        {"hardsigmoid", algorithm::eltwise_hardsigmoid},
+        {"hardswish", algorithm::eltwise_hardswish},
+        {"elu", algorithm::eltwise_elu},
+        {"gelu_erf", algorithm::eltwise_gelu_erf},
+        {"swish", algorithm::eltwise_swish},
+        {"linear", algorithm::eltwise_linear},
+    };
+    auto it = algs.find(a);
+    if (it == algs.end()) fail("unknown eltwise algorithm '" + a + "'");
+    return it->second;
+}
+
+algorithm binary_alg(const std::string &a) {
+    static const std::unordered_map<std::string, algorithm> algs = {
+        {"add", algorithm::binary_add},
+        {"sub", algorithm::binary_sub},
+        {"mul", algorithm::binary_mul},
+        {"div", algorithm::binary_div},
+    };
+    auto it = algs.find(a);
+    if (it == algs.end()) fail("unknown binary algorithm '" + a + "'");
+    return it->second;
+}
+
+}  // namespace
+
+struct Frame {
+    stream strm;
+    std::shared_ptr<char> buffers, work;
+};
+
+struct Context {
+    engine eng{engine::kind::cpu, 0};
+    bool bf16 = false;
+    int threads = 0;
+    size_t work = 0;  // the largest workspace of its kernels
+    std::vector<std::unique_ptr<Kernel>> kernels;
+    std::mutex lock;
+    std::vector<std::unique_ptr<Frame>> pool;
+};
+
+struct Operand {
+    int arg;                     // DNNL_ARG_*
+    memory::desc given, want;    // as the caller holds it, as the primitive reads it
+    int slot = -1;               // index in run's `ins`; -1: a constant
+    std::shared_ptr<char> data;  // a constant, in `want`
+    reorder to_want;             // run-time operands whose `given` is not `want`
+    size_t off = 0;              // where `to_want` writes, in the workspace
+};
+
+struct Kernel {
+    Context *ctx = nullptr;
+    primitive prim;
+    bool is_erf = false;
+    std::string impl;
+    std::vector<Operand> ins;
+    int dst_arg = DNNL_ARG_DST;
+    memory::desc dst_given, dst_want;
+    reorder from_dst;           // when dst_want is not dst_given
+    size_t dst_off = 0;
+    int sum_slot = -1;          // a sum post-op's operand, copied into dst before the primitive
+    reorder to_sum;
+    size_t scratch = 0, scratch_off = 0;
+    size_t work = 0;
+};
+
+namespace {
+
+// Builds a Kernel operand by operand, laying out its workspace.
+struct Builder {
+    Context &c;
+    std::unique_ptr<Kernel> k;
+    int slots = 0;
+
+    explicit Builder(Context &ctx) : c(ctx), k(new Kernel()) { k->ctx = &ctx; }
+
+    size_t reserve(const memory::desc &md) {
+        size_t off = k->work;
+        k->work += aligned(md.get_size());
+        return off;
+    }
+
+    // Claims the next run-time slot for a run-time operand (call in operand order).
+    int slot(const In &in) { return in.data ? -1 : slots++; }
+
+    void operand(int arg, const In &in, int slot, const memory::desc &given,
+                 const memory::desc &want) {
+        Operand o;
+        o.arg = arg;
+        o.given = given;
+        o.want = want;
+        o.slot = slot;
+        if (in.data) {  // a constant: reorder once, now
+            o.data = allocate(want.get_size());
+            std::memset(o.data.get(), 0, want.get_size());
+            memory from(given, c.eng, const_cast<float *>(in.data));
+            memory to(want, c.eng, o.data.get());
+            stream s(c.eng);
+            reorder(from, to).execute(s, from, to);
+            s.wait();
+        } else if (given != want) {
+            o.to_want = reorder(reorder::primitive_desc(c.eng, given, c.eng, want));
+            o.off = reserve(want);
+        }
+        k->ins.push_back(o);
+    }
+
+    void output(const Dims &dims, const memory::desc &want) {
+        k->dst_given = plain(dims);
+        k->dst_want = want;
+        if (want.get_dims() != dims) fail("the output shape differs from what oneDNN computes");
+        if (want != k->dst_given) {
+            k->from_dst = reorder(reorder::primitive_desc(c.eng, want, c.eng, k->dst_given));
+            k->dst_off = reserve(want);
+        }
+    }
+
+    Kernel *finish(const primitive &p, const primitive_desc_base &pd) {
+        k->prim = p;
+        k->scratch = pd.scratchpad_desc().get_size();
+        k->scratch_off = k->work;
+        k->work += aligned(k->scratch);
+        const char *impl = pd.impl_info_str();
+        auto kind = (dnnl_primitive_kind_t)p.get_kind();
+        k->impl = std::string(dnnl_prim_kind2str(kind)) + " " + (impl ? impl : "");
+        return publish();
+    }
+
+    Kernel *publish() {
+        c.work = std::max(c.work, k->work);
+        c.kernels.push_back(std::move(k));
+        return c.kernels.back().get();
+    }
+};
+
+primitive_attr attr_of(Context &c, bool fpmath) {
+    primitive_attr attr;
+    attr.set_scratchpad_mode(scratchpad_mode::user);
+    if (fpmath && c.bf16) attr.set_fpmath_mode(fpmath_mode::bf16);
+    return attr;
+}
+
+// The post-ops as an attr; a full-size binary operand is described in `dst_md` when given.
+primitive_attr post_attr(Context &c, const Posts &posts, bool fpmath, const Dims &dst,
+                         const memory::desc *dst_md) {
+    primitive_attr attr = attr_of(c, fpmath);
+    post_ops po;
+    for (const Post &p : posts) {
+        std::string kind = p.kind;
+        if (kind == "eltwise") {
+            po.append_eltwise(eltwise_alg(p.alg), p.alpha, p.beta);
+        } else if (kind == "sum") {
+            if (p.operand.dims != dst) fail("a sum post-op's operand must have the output's shape");
+            po.append_sum(1.f);
+        } else if (kind == "binary") {
+            bool full = p.operand.dims == dst && dst_md;
+            po.append_binary(binary_alg(p.alg), full ? *dst_md : plain(p.operand.dims));
+        } else {
+            fail("unknown post-op '" + kind + "'");
+        }
+    }
+    attr.set_post_ops(po);
+    return attr;
+}
+
+// Binds the post-ops' operands (after the kernel's own, in post-op order).
+void post_operands(Builder &b, const Posts &posts, const memory::desc &dst_md) {
+    for (size_t i = 0; i < posts.size(); ++i) {
+        const Post &p = posts[i];
+        std::string kind = p.kind;
+        if (kind == "sum") {
+            if (p.operand.data) fail("a sum post-op's operand must be a run-time tensor");
+            b.k->sum_slot = b.slot(p.operand);
+            b.k->to_sum = reorder(reorder::primitive_desc(b.c.eng, plain(p.operand.dims), b.c.eng,
+                                                          dst_md));
+        } else if (kind == "binary") {
+            const Dims &d = p.operand.dims;
+            memory::desc want = d == dst_md.get_dims() ? dst_md : plain(d);
+            b.operand(DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)i) | DNNL_ARG_SRC_1, p.operand,
+                      b.slot(p.operand), plain(d), want);
+        }
+    }
+}
+
+bool has_full_operand(const Posts &posts, const Dims &dst) {
+    for (const Post &p : posts)
+        if (std::string(p.kind) != "eltwise" && p.operand.dims == dst) return true;
+    return false;
+}
+
+
+}  // namespace
+
+Context *context(bool bf16, int threads) {
+    auto c = std::make_unique<Context>();
+    c->bf16 = bf16;
+    c->threads = threads;
+    return c.release();
+}
+
+void destroy(Context *ctx) { delete ctx; }
+
+Kernel *conv(Context &c, bool deconv, const In &src, const In &weights, const In &bias,
+             const Dims &dst, const Dims &strides, const Dims &dilations, const Dims &pads_begin,
+             const Dims &pads_end, const Posts &posts) {
+    if (!weights.data) fail("conv: the weights must be constant");
+    if (src.dims.size() < 3 || src.dims.size() > 5) fail("conv: src must have 3 to 5 dims");
+    const bool biased = !bias.dims.empty();
+    auto make = [&](const memory::desc &d, const primitive_attr &a) -> primitive_desc {
+        auto kind = prop_kind::forward_inference;
+        memory::desc s = any(src.dims), w = any(weights.dims), bmd = plain(bias.dims);
+        if (deconv)
+            return biased ? deconvolution_forward::primitive_desc(
+                                c.eng, kind, algorithm::deconvolution_direct, s, w, bmd, d,
+                                strides, dilations, pads_begin, pads_end, a)
+                          : deconvolution_forward::primitive_desc(
+                                c.eng, kind, algorithm::deconvolution_direct, s, w, d, strides,
+                                dilations, pads_begin, pads_end, a);
+        return biased ? convolution_forward::primitive_desc(
+                            c.eng, kind, algorithm::convolution_direct, s, w, bmd, d, strides,
+                            dilations, pads_begin, pads_end, a)
+                      : convolution_forward::primitive_desc(
+                            c.eng, kind, algorithm::convolution_direct, s, w, d, strides,
+                            dilations, pads_begin, pads_end, a);
+    };
+    primitive_desc pd = make(any(dst), post_attr(c, posts, true, dst, nullptr));
+    if (has_full_operand(posts, dst)) {  // describe full-size operands in the dst layout
+        memory::desc d = pd.dst_desc();
+        pd = make(d, post_attr(c, posts, true, dst, &d));
+    }
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
+    b.operand(DNNL_ARG_WEIGHTS, weights, -1, plain(weights.dims), pd.weights_desc());
+    if (biased) b.operand(DNNL_ARG_BIAS, bias, b.slot(bias), plain(bias.dims), plain(bias.dims));
+    post_operands(b, posts, pd.dst_desc());
+    b.output(dst, pd.dst_desc());
+    return b.finish(primitive(pd), pd);
+}
+
+Kernel *matmul(Context &c, const In &a, const In &w, const In &bias, const Dims &dst,
+               const Posts &posts) {
+    if (dst.size() < 2 || a.dims.size() != dst.size() || w.dims.size() != dst.size())
+        fail("matmul: operands must have the output's rank (>= 2)");
+    memory::desc dmd = plain(dst);
+    primitive_attr attr = post_attr(c, posts, true, dst, &dmd);
+    memory::desc wmd = w.data ? any(w.dims) : plain(w.dims);
+    const bool biased = !bias.dims.empty();
+    auto pd = biased ? dnnl::matmul::primitive_desc(c.eng, plain(a.dims), wmd, plain(bias.dims),
+                                                    dmd, attr)
+                     : dnnl::matmul::primitive_desc(c.eng, plain(a.dims), wmd, dmd, attr);
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, a, b.slot(a), plain(a.dims), plain(a.dims));
+    b.operand(DNNL_ARG_WEIGHTS, w, b.slot(w), plain(w.dims), pd.weights_desc());
+    if (biased) b.operand(DNNL_ARG_BIAS, bias, b.slot(bias), plain(bias.dims), plain(bias.dims));
+    post_operands(b, posts, dmd);
+    b.output(dst, dmd);
+    return b.finish(dnnl::matmul(pd), pd);
+}
+
+Kernel *binary(Context &c, const char *alg, const In &a, const In &x, const Posts &posts) {
+    if (x.dims.size() != a.dims.size()) fail("binary: the operands must have the same rank");
+    memory::desc md = plain(a.dims);
+    primitive_attr attr = post_attr(c, posts, false, a.dims, &md);
+    auto pd = dnnl::binary::primitive_desc(c.eng, binary_alg(alg), md, plain(x.dims), md, attr);
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC_0, a, b.slot(a), md, md);
+    b.operand(DNNL_ARG_SRC_1, x, b.slot(x), plain(x.dims), plain(x.dims));
+    post_operands(b, posts, md);
+    b.output(a.dims, md);
+    return b.finish(dnnl::binary(pd), pd);
+}
+
+Kernel *eltwise(Context &c, const char *alg, float alpha, float beta, const In &src) {
+    memory::desc md = plain(src.dims);
+    auto pd = eltwise_forward::primitive_desc(c.eng, prop_kind::forward_inference,
+                                              eltwise_alg(alg), md, md, alpha, beta,
+                                              attr_of(c, false));
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), md, md);
+    b.output(src.dims, md);
+    return b.finish(eltwise_forward(pd), pd);
+}
+
+Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const Dims &kernel,
+             const Dims &strides, const Dims &dilations, const Dims &pads_begin,
+             const Dims &pads_end) {
+    std::string a = alg;
+    algorithm pa = a == "max"           ? algorithm::pooling_max
+                   : a == "avg_include" ? algorithm::pooling_avg_include_padding
+                   : a == "avg_exclude" ? algorithm::pooling_avg_exclude_padding
+                                        : throw std::runtime_error("unknown pooling '" + a + "'");
+    auto pd = pooling_forward::primitive_desc(c.eng, prop_kind::forward_inference, pa,
+                                              plain(src.dims), any(dst), strides, kernel, dilations,
+                                              pads_begin, pads_end, attr_of(c, false));
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
+    b.output(dst, pd.dst_desc());
+    return b.finish(pooling_forward(pd), pd);
+}
+
+Kernel *softmax(Context &c, int axis, const In &src) {
+    const Dims &d = src.dims;
+    if (axis < 0 || axis >= (int)d.size()) fail("softmax: bad axis");
+    auto make = [&](const memory::desc &md) {
+        return softmax_forward::primitive_desc(c.eng, prop_kind::forward_inference,
+                                               algorithm::softmax_accurate, md, md, axis,
+                                               attr_of(c, false));
+    };
+    auto pd = make(plain(d));
+    if (is_reference(pd) && axis + 1 < (int)d.size()) {  // its fast kernel wants axis innermost
+        auto moved = make(innermost(d, axis));
+        if (!is_reference(moved)) pd = moved;
+    }
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(d), pd.src_desc());
+    b.output(d, pd.dst_desc());
+    return b.finish(softmax_forward(pd), pd);
+}
+
+Kernel *layernorm(Context &c, float epsilon, const In &src, const In &scale, const In &shift) {
+    const Dims &d = src.dims;
+    if (d.size() < 2 || scale.dims != Dims{d.back()}) fail("layernorm: bad shapes");
+    const bool shifted = !shift.dims.empty();
+    if (shifted && shift.dims != Dims{d.back()}) fail("layernorm: bad bias shape");
+    auto flags = normalization_flags::use_scale;
+    if (shifted) flags = flags | normalization_flags::use_shift;
+    memory::desc md = plain(d);
+    auto pd = layer_normalization_forward::primitive_desc(
+        c.eng, prop_kind::forward_inference, md, md, epsilon, flags, attr_of(c, false));
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), md, md);
+    b.operand(DNNL_ARG_SCALE, scale, b.slot(scale), plain(scale.dims), plain(scale.dims));
+    if (shifted) b.operand(DNNL_ARG_SHIFT, shift, b.slot(shift), plain(shift.dims), plain(shift.dims));
+    b.output(d, md);
+    return b.finish(layer_normalization_forward(pd), pd);
+}
+
+Kernel *batchnorm(Context &c, float epsilon, const In &src, const In &mean, const In &variance,
+                  const In &scale, const In &shift) {
+    const Dims &d = src.dims;
+    if (d.size() < 2) fail("batchnorm: bad shape");
+    for (const In *p : {&mean, &variance, &scale, &shift})
+        if (p->dims != Dims{d[1]}) fail("batchnorm: parameters must be [C]");
+    auto flags = normalization_flags::use_global_stats | normalization_flags::use_scale |
+                 normalization_flags::use_shift;
+    memory::desc md = plain(d);
+    auto pd = batch_normalization_forward::primitive_desc(c.eng, prop_kind::forward_inference,
+                                                          md, md, epsilon, flags, attr_of(c, false));
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), md, md);
+    const std::pair<int, const In *> params[] = {{DNNL_ARG_MEAN, &mean},
+                                                 {DNNL_ARG_VARIANCE, &variance},
+                                                 {DNNL_ARG_SCALE, &scale},
+                                                 {DNNL_ARG_SHIFT, &shift}};
+    for (auto [arg, p] : params) b.operand(arg, *p, b.slot(*p), plain(p->dims), plain(p->dims));
+    b.output(d, md);
+    return b.finish(batch_normalization_forward(pd), pd);
+}
+
+Kernel *concat(Context &c, int axis, const std::vector<In> &srcs, const Dims &dst) {
+    if (srcs.empty() || axis < 0 || axis >= (int)dst.size()) fail("concat: bad axis or operands");
+    std::vector<memory::desc> mds;
+    for (const In &s : srcs) mds.push_back(plain(s.dims));
+    auto pd = dnnl::concat::primitive_desc(c.eng, plain(dst), axis, mds, attr_of(c, false));
+    Builder b(c);
+    for (size_t i = 0; i < srcs.size(); ++i)
+        b.operand(DNNL_ARG_MULTIPLE_SRC + (int)i, srcs[i], b.slot(srcs[i]), mds[i], mds[i]);
+    b.output(dst, plain(dst));
+    return b.finish(dnnl::concat(pd), pd);
+}
+
+Kernel *erf(Context &c, const In &src) {
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), plain(src.dims));
+    b.output(src.dims, plain(src.dims));
+    b.k->is_erf = true;
+    b.k->impl = "erf omp";
+    return b.publish();
+}
+
+// out[j...] = in[perm...]: the input read as a strided view in the output's order, reordered
+// into the dense output (one jit reorder).
+Kernel *transpose(Context &c, const Dims &perm, const In &src) {
+    const Dims &in = src.dims;
+    const size_t r = in.size();
+    if (perm.size() != r) fail("transpose: perm and rank differ");
+    Dims strides(r), view(r), out(r);
+    int64_t s = 1;
+    for (int i = (int)r - 1; i >= 0; --i) {
+        strides[i] = s;
+        s *= in[i];
+    }
+    std::vector<bool> seen(r, false);
+    for (size_t j = 0; j < r; ++j) {
+        int64_t p = perm[j];
+        if (p < 0 || p >= (int64_t)r || seen[p]) fail("transpose: perm is not a permutation");
+        seen[p] = true;
+        out[j] = in[p];
+        view[j] = strides[p];
+    }
+    memory::desc md(out, dt::f32, view);
+    auto pd = reorder::primitive_desc(c.eng, md, c.eng, plain(out));
+    Builder b(c);
+    b.operand(DNNL_ARG_FROM, src, b.slot(src), md, md);
+    b.k->dst_arg = DNNL_ARG_TO;
+    b.output(out, plain(out));
+    return b.finish(reorder(pd), pd);
+}
+
+const char *implementation(const Kernel &k) { return k.impl.c_str(); }
+
+Frame *acquire(Context &c, size_t buffer_bytes) {
+    {
+        std::lock_guard<std::mutex> g(c.lock);
+        if (!c.pool.empty()) {
+            Frame *f = c.pool.back().release();
+            c.pool.pop_back();
+            return f;
+        }
+    }
+    auto f = std::make_unique<Frame>();
+    f->strm = stream(c.eng);
+    f->buffers = allocate(buffer_bytes);
+    f->work = allocate(c.work);
+    return f.release();
+}
+
+void release(Context &c, Frame *f) {
+    std::lock_guard<std::mutex> g(c.lock);
+    c.pool.emplace_back(f);
+}
+
+float *buffer(Frame &f, size_t offset) { return (float *)(f.buffers.get() + offset); }
+
+void run(Kernel &k, Frame &f, std::initializer_list<const float *> ins, float *dst) {
+    const engine &eng = k.ctx->eng;
+    if (k.ctx->threads > 0) omp_set_num_threads(k.ctx->threads);
+    auto in = [&](int slot) {
+        if (slot < 0 || slot >= (int)ins.size()) fail("run: too few operands");
+        return (void *)ins.begin()[slot];
+    };
+    char *work = f.work.get();
+    if (k.is_erf) {
+        const float *x = (const float *)in(0);
+        int64_t n = (int64_t)(k.dst_given.get_size() / sizeof(float));
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < n; ++i) dst[i] = std::erf(x[i]);
+        return;
+    }
+    std::unordered_map<int, memory> args;
+    for (const Operand &o : k.ins) {
+        if (o.data) {
+            args[o.arg] = memory(o.want, eng, o.data.get());
+            continue;
+        }
+        memory given(o.given, eng, in(o.slot));
+        if (o.given == o.want) {
+            args[o.arg] = given;
+        } else {
+            memory want(o.want, eng, work + o.off);
+            o.to_want.execute(f.strm, given, want);
+            args[o.arg] = want;
+        }
+    }
+    const bool direct = k.dst_want == k.dst_given;
+    memory out(k.dst_given, eng, dst);
+    memory d = direct ? out : memory(k.dst_want, eng, work + k.dst_off);
+    if (k.sum_slot >= 0 && !(direct && in(k.sum_slot) == (void *)dst)) {
+        memory s(k.dst_given, eng, in(k.sum_slot));
+        k.to_sum.execute(f.strm, s, d);
+    }
+    args[k.dst_arg] = d;
+    if (k.scratch)
+        args[DNNL_ARG_SCRATCHPAD] = memory(memory::desc({(int64_t)k.scratch}, dt::u8, {1}), eng,
+                                           work + k.scratch_off);
+    k.prim.execute(f.strm, args);
+    if (!direct) k.from_dst.execute(f.strm, d, out);
+    f.strm.wait();
+}
+
+}  // namespace dnnl_kernels
+
+extern "C" const char *dnnl_kernels_version(void) { return "byoc-dnnl kernels 1"; }

@@ -1,0 +1,20 @@
+"""dnnl in C source mode (codegen = "c") passes byoc's conformance suite for backend plugins."""
+
+from typing import Any
+
+import pytest
+from byoc.testing.conformance import *  # noqa: F403
+
+
+@pytest.fixture
+def backend_name() -> str:
+    return "dnnl"
+
+
+@pytest.fixture
+def backend_config() -> dict[str, Any]:
+    return {
+        "backends": ["dnnl"],
+        "backend": {"dnnl": {"min_partition_nodes": 1, "prune": False, "codegen": "c"}},
+        "compile": {"placement": "static"},
+    }
