@@ -73,6 +73,37 @@ def test_a_plugin_that_fails_to_import_is_shown_and_the_rest_works(tmp_path):
     assert rows["examplejson"]["available"] is True
 
 
+def test_a_misspelled_hook_makes_the_plugin_broken_naming_the_hook(tmp_path):
+    fake_distribution(
+        tmp_path,
+        "byoc-typo",
+        "typo_plugin",
+        "typo",
+        """
+        import byoc
+        @byoc.hookimpl
+        def byoc_register_backends(register):
+            register("typo")
+        @byoc.hookimpl
+        def byoc_suported_ops(backend, config):
+            return {"Neg": None}
+    """,
+    )
+    done = run_backends(pythonpath=tmp_path)
+    rows = {r["name"]: r for r in json.loads(done.stdout)}
+    assert rows["typo"]["available"] is False
+    assert "byoc_suported_ops (misspelled?)" in rows["typo"]["reason"]
+    assert "byoc_supported_ops" in rows["typo"]["reason"]
+    assert rows["examplejson"]["available"] is True
+    assert "byoc_codegen" in rows["examplejson"]["hooks"]
+
+
+def test_byoc_trace_logs_hook_calls(tmp_path):
+    done = run_backends({"BYOC_TRACE": "1", "BYOC_PLUGINS": "examplejson"})
+    assert done.returncode == 0
+    assert "byoc_supported_ops" in done.stderr  # pluggy's trace: each call, its arguments
+
+
 def run_script(script, pythonpath):
     env = dict(os.environ, PYTHONPATH=str(pythonpath))
     return subprocess.run(

@@ -57,6 +57,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 if b.name != "onnxruntime"
                 else [],
                 "description": b.description,
+                "hooks": b.hooks,
             }
         )
     for broken in reg.broken:
@@ -70,6 +71,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 "ops": [],
                 "patterns": [],
                 "description": "",
+                "hooks": [],
             }
         )
     if args.json:

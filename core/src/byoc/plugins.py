@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.metadata as md
 import os
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from byoc.patterns import Pattern
 hookimpl = pluggy.HookimplMarker("byoc")
 ENTRY_POINT_GROUP = "byoc.backends"
 ENV_VAR = "BYOC_PLUGINS"
+TRACE_VAR = "BYOC_TRACE"
 
 
 @dataclass
@@ -34,6 +36,7 @@ class Backend:
     description: str = ""
     prune: Callable[[list[Any]], str | None] | None = None
     fallback_defaults: dict[str, Any] = field(default_factory=dict)
+    hooks: list[str] = field(default_factory=list)  # the hooks its plugin implements
     _reason: list[str | None] = field(default_factory=list, repr=False)
 
     @property
@@ -63,6 +66,9 @@ class Registry:
     def __init__(self, only: list[str] | None = None) -> None:
         self.pm = pluggy.PluginManager("byoc")
         self.pm.add_hookspecs(hookspecs)
+        if os.environ.get(TRACE_VAR, "") not in ("", "0"):  # every hook call, on stderr
+            self.pm.trace.root.setwriter(sys.stderr.write)
+            self.pm.enable_tracing()
         self.backends: dict[str, Backend] = {}
         self.broken: list[BrokenPlugin] = []
         from byoc import fallback
@@ -87,10 +93,23 @@ class Registry:
                 continue
             if self.pm.is_registered(plugin):
                 continue
-            self._add(plugin, dist, version)
+            try:
+                self._add(plugin, dist, version)
+            except PluginError as exc:
+                if not str(exc).startswith(_UNKNOWN):
+                    raise
+                self.broken.append(BrokenPlugin(ep.name, dist, version, str(exc)))
 
     def _add(self, plugin: Any, dist: str, version: str) -> None:
         self.pm.register(plugin, name=f"{dist}:{getattr(plugin, '__name__', id(plugin))}")
+        hooks = sorted(c.name for c in self.pm.get_hookcallers(plugin) or [])
+        unknown = [h for h in hooks if not getattr(self.pm.hook, h).has_spec()]
+        if unknown:  # pluggy's check_pending, for this plugin alone
+            self.pm.unregister(plugin)
+            known = ", ".join(sorted(n for n in dir(hookspecs) if n.startswith("byoc_")))
+            raise PluginError(
+                f"{_UNKNOWN}: {', '.join(unknown)} (misspelled?); byoc's hooks are {known}"
+            )
         impls = [
             i for i in self.pm.hook.byoc_register_backends.get_hookimpls() if i.plugin is plugin
         ]
@@ -103,7 +122,7 @@ class Registry:
                     f"{dist}; uninstall one of them"
                 )
             kwargs.setdefault("version", version)
-            self.backends[name] = Backend(name=name, distribution=dist, **kwargs)
+            self.backends[name] = Backend(name=name, distribution=dist, hooks=hooks, **kwargs)
 
         for impl in impls:
             impl.function(register=register)
@@ -134,6 +153,9 @@ class Registry:
             for entry in result or ():
                 table.append(_pattern_entry(backend, entry))
         return table
+
+
+_UNKNOWN = "the plugin implements hooks byoc does not have"
 
 
 def _pattern_entry(backend: str, entry: Any) -> tuple[str, Pattern, Any]:

@@ -112,6 +112,20 @@ def test_a_library_built_elsewhere_is_rebuilt_from_the_source(compiled) -> None:
     np.testing.assert_array_equal(runtime.run([x])[0], dnnl_step(compiled).runtime.run([x])[0])
 
 
+def test_a_library_that_does_not_load_here_is_rebuilt(compiled) -> None:  # type: ignore[no-untyped-def]
+    from byoc import native
+
+    artifact = dnnl_step(compiled).artifact
+    junk = dataclasses.replace(
+        artifact.library, data=b"junk", sha256=native.sha256(b"junk"), host=native.host_tag()
+    )
+    again = dataclasses.replace(artifact, library=junk, prebuilt=None)
+    runtime = plugin.byoc_create_runtime(backend="dnnl", artifact=again, config={})
+    assert again.library.data != b"junk"
+    x = rand(1, 3, 10, 12)
+    np.testing.assert_array_equal(runtime.run([x])[0], dnnl_step(compiled).runtime.run([x])[0])
+
+
 def _parts(data: bytes) -> list[bytes]:
     at, parts = 12, []
     while at < len(data):

@@ -351,6 +351,11 @@ def weight_order(graph: dict[str, Any]) -> list[str]:
 # -- the runtime --------------------------------------------------------------------------------
 
 
+class Unloadable(ArtifactError):
+    """A partition's library does not load here (say, the kernel library it links was built
+    by another compiler): build it again from the source."""
+
+
 class CRuntime:
     """A compiled C source partition; ``run`` is reentrant and thread-safe (each call borrows
     its own frame of buffers)."""
@@ -367,7 +372,7 @@ class CRuntime:
         try:
             self._ffi, self._lib = native.load(library, "dnnl", passive_openmp=False)
         except (OSError, ImportError, RuntimeError) as exc:
-            raise ArtifactError(f"{self.symbol}: cannot load its compiled library: {exc}") from None
+            raise Unloadable(f"{self.symbol}: cannot load its compiled library: {exc}") from None
         nodes = graph["nodes"]
         kernels = [n for n in nodes if n["op"] == "kernel"]
         self._index = [k for k, n in enumerate(kernels) if n["kind"] != "view"]

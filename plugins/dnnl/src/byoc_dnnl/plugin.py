@@ -120,9 +120,14 @@ def _make_runtime(artifact: Artifact, config: Mapping[str, Any]) -> Runtime | cs
     graph = artifact.graph
     validate(graph, artifact.weights)
     library = artifact.library
-    if library is None or not library.usable_here():  # built elsewhere: build it here
-        library = artifact.library = csource.build(artifact.source, partition_symbol(graph))
-    return csource.CRuntime(graph, artifact.weights, library, config)
+    if library is not None and library.usable_here():
+        try:
+            return csource.CRuntime(graph, artifact.weights, library, config)
+        except csource.Unloadable:
+            pass
+    # built elsewhere, or linking a kernel library this host does not have: build it here
+    artifact.library = csource.build(artifact.source, partition_symbol(graph))
+    return csource.CRuntime(graph, artifact.weights, artifact.library, config)
 
 
 def slow_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dict[str, str]:
