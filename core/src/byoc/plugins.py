@@ -50,6 +50,10 @@ class Backend:
         return self._reason[0]
 
 
+class UnknownHooks(PluginError):
+    """A plugin implements a hook that is not in byoc's hookspecs (a misspelling)."""
+
+
 @dataclass
 class BrokenPlugin:
     """An entry point that could not be loaded; shown by ``byoc backends``."""
@@ -95,9 +99,7 @@ class Registry:
                 continue
             try:
                 self._add(plugin, dist, version)
-            except PluginError as exc:
-                if not str(exc).startswith(_UNKNOWN):
-                    raise
+            except UnknownHooks as exc:
                 self.broken.append(BrokenPlugin(ep.name, dist, version, str(exc)))
 
     def _add(self, plugin: Any, dist: str, version: str) -> None:
@@ -107,8 +109,9 @@ class Registry:
         if unknown:  # pluggy's check_pending, for this plugin alone
             self.pm.unregister(plugin)
             known = ", ".join(sorted(n for n in dir(hookspecs) if n.startswith("byoc_")))
-            raise PluginError(
-                f"{_UNKNOWN}: {', '.join(unknown)} (misspelled?); byoc's hooks are {known}"
+            raise UnknownHooks(
+                f"the plugin implements hooks byoc does not have: {', '.join(unknown)} "
+                f"(misspelled?); byoc's hooks are {known}"
             )
         impls = [
             i for i in self.pm.hook.byoc_register_backends.get_hookimpls() if i.plugin is plugin
@@ -153,9 +156,6 @@ class Registry:
             for entry in result or ():
                 table.append(_pattern_entry(backend, entry))
         return table
-
-
-_UNKNOWN = "the plugin implements hooks byoc does not have"
 
 
 def _pattern_entry(backend: str, entry: Any) -> tuple[str, Pattern, Any]:

@@ -15,7 +15,6 @@ import math
 import re
 import threading
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -39,15 +38,13 @@ _kernels: list[tuple[native.Library, Path]] = []
 # -- the kernel library -------------------------------------------------------------------------
 
 
-def _text(name: str) -> str:
-    return resources.files("byoc_dnnl").joinpath(name).read_text()
-
-
 def kernel_library() -> tuple[native.Library, Path]:
     """The op-level kernel library, built once per host (cached), and the file holding it."""
     with _kernels_lock:
         if not _kernels:
-            lib = dnnl_native.build(_text("kernels.cpp"), "const char *dnnl_kernels_version(void);")
+            lib = dnnl_native.build(
+                dnnl_native.source("kernels.cpp"), "const char *dnnl_kernels_version(void);"
+            )
             path = native.cache_dir("dnnl") / f"{lib.module}{native.EXT_SUFFIX}"
             _kernels.append((lib, path))
         return _kernels[0]
@@ -59,9 +56,7 @@ def build(source: str, symbol: str) -> native.Library:
     return dnnl_native.build(
         source,
         ENTRY.format(s=symbol),
-        library_dirs=[str(path.parent)],
-        libraries=[":" + path.name],
-        link_args=[f"-Wl,-rpath,{path.parent}"],
+        links=path,
         depends=[lib.sha256],
         compile_flags=("-O2", "-std=c++17"),
     )

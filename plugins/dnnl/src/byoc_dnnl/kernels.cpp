@@ -463,6 +463,7 @@ Kernel *transpose(Context &c, const Dims &perm, const In &src) {
 const char *implementation(const Kernel &k) { return k.impl.c_str(); }
 
 Frame *acquire(Context &c, size_t buffer_bytes) {
+    if (c.threads > 0) omp_set_num_threads(c.threads);  // this thread's runs, once per run
     {
         std::lock_guard<std::mutex> g(c.lock);
         if (!c.pool.empty()) {
@@ -487,7 +488,6 @@ float *buffer(Frame &f, size_t offset) { return (float *)(f.buffers.get() + offs
 
 void run(Kernel &k, Frame &f, std::initializer_list<const float *> ins, float *dst) {
     const engine &eng = k.ctx->eng;
-    if (k.ctx->threads > 0) omp_set_num_threads(k.ctx->threads);
     auto in = [&](int slot) {
         if (slot < 0 || slot >= (int)ins.size()) fail("run: too few operands");
         return (void *)ins.begin()[slot];

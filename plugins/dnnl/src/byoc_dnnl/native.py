@@ -84,8 +84,9 @@ def onednn_version(prefix: Path) -> str:
     return ".".join(m.group(1) if m else "?" for m in parts)
 
 
-def _source() -> str:
-    return resources.files("byoc_dnnl").joinpath("shim.cpp").read_text()
+def source(name: str) -> str:
+    """One of the plugin's C++ files (``shim.cpp``, ``kernels.cpp``)."""
+    return resources.files("byoc_dnnl").joinpath(name).read_text()
 
 
 def _package() -> Path:
@@ -103,16 +104,14 @@ def build(
     source: str,
     cdef: str,
     *,
-    include_dirs: Sequence[str] = (),
-    library_dirs: Sequence[str] = (),
-    libraries: Sequence[str] = (),
-    link_args: Sequence[str] = (),
+    links: Path | None = None,
     depends: Sequence[str] = (),
     compile_flags: Sequence[str] = FLAGS,
 ) -> native.Library:
-    """Compile C++ ``source`` against oneDNN (or find it in the cache): the shim, the C source
-    mode's kernel library, or a generated partition (which links the kernel library instead).
-    The plugin's headers are on the include path and in the cache key."""
+    """Compile C++ ``source`` (or find it in the cache) linked against oneDNN (the shim, the C
+    source mode's kernel library) or, given ``links``, against that library of ours instead (a
+    generated partition links the kernel library). The plugin's headers are on the include path
+    and in the cache key."""
     prefix = onednn_prefix()
     cxx = native.default_compiler("c++")
     if shutil.which(shlex.split(cxx)[0] if cxx.strip() else "") is None:
@@ -120,20 +119,19 @@ def build(
             f"no working C++ compiler: {cxx} not found (install g++ or set CXX)"
         )
     toolchain = native.toolchain(cxx, tuple(compile_flags), "c++")  # no probe builds: cached
-    libdnnl = _libdnnl(prefix)
-    assert libdnnl is not None  # onednn_prefix checked it
-    lib = str(prefix / "lib")
-    linked = not library_dirs  # oneDNN itself, unless the caller links something else
+    if links is None:
+        links = _libdnnl(prefix)
+        assert links is not None  # onednn_prefix checked it
     try:
         return native.build(
             source,
             toolchain,
             cdef,
             "dnnl",
-            include_dirs=[str(prefix / "include"), str(_package()), *include_dirs],
-            library_dirs=[lib] if linked else list(library_dirs),
-            libraries=[":" + libdnnl.name] if linked else list(libraries),
-            link_args=[f"-Wl,-rpath,{lib}"] if linked else list(link_args),
+            include_dirs=[str(prefix / "include"), str(_package())],
+            library_dirs=[str(links.parent)],
+            libraries=[":" + links.name],
+            link_args=[f"-Wl,-rpath,{links.parent}"],
             depends=[f"oneDNN {onednn_version(prefix)}", *_headers(), *depends],
         )
     except RuntimeError as exc:
@@ -151,7 +149,7 @@ def load() -> tuple[Any, Any]:
         try:
             # oneDNN's OpenMP keeps libgomp's default wait policy: sleeping threads made
             # its back-to-back small primitives slower (P1: 1.26x onnxruntime instead of 0.6x).
-            shim = build(_source(), CDEF)
+            shim = build(source("shim.cpp"), CDEF)
             _loaded.append(native.load(shim, "dnnl", passive_openmp=False))
         except NativeUnavailable as exc:
             _failure.append(str(exc))

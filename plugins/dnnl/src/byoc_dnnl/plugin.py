@@ -117,8 +117,7 @@ def partition_symbol(graph: dict[str, Any]) -> str:
 def _make_runtime(artifact: Artifact, config: Mapping[str, Any]) -> Runtime | csource.CRuntime:
     if artifact.graph_source is None:
         return Runtime(artifact, config)
-    graph = artifact.graph
-    validate(graph, artifact.weights)
+    graph = artifact.graph  # validated by codegen or byoc_deserialize, C++ generated from it
     library = artifact.library
     if library is not None and library.usable_here():
         try:
