@@ -41,10 +41,16 @@ class Plugin:
     def __init__(self, name: str, priority: int, sleep: float = 0.0, fake_ms: float = 0.0):
         self.name, self.priority = name, priority
         self.runtime = Runtime(sleep, fake_ms)
+        self.native = "build 1"  # what its build() says its native part is
 
     @byoc.hookimpl
     def byoc_register_backends(self, register):
-        register(self.name, priority=self.priority, description="placement test backend")
+        register(
+            self.name,
+            priority=self.priority,
+            build=lambda: self.native,
+            description="placement test backend",
+        )
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend, config):
@@ -165,6 +171,22 @@ def test_other_threading_settings_are_measured_again(install, fake_clock, monkey
     fast.runtime.calls = 0
     other = "ACTIVE" if os.environ.get("OMP_WAIT_POLICY") == "PASSIVE" else "PASSIVE"
     monkeypatch.setenv("OMP_WAIT_POLICY", other)  # OpenMP threads spin or sleep: other timings
+    again = byoc.compile(model(), config)
+    assert fast.runtime.calls > 0
+    assert [m.cached for m in again.plan.placement.measurements] == [False]
+
+
+def test_a_rebuilt_native_part_is_measured_again(install, fake_clock):
+    """A backend whose build() changes (its native library rebuilt from other sources, at the
+    same version) is timed again, not judged by verdicts on its old build."""
+    fast = Plugin("quick", 5, fake_ms=0.5)
+    install(fast)
+    config = {"backends": ["quick"], **MEASURED}
+    byoc.compile(model(), config)
+    fast.runtime.calls = 0
+    byoc.compile(model(), config)
+    assert fast.runtime.calls == 0
+    fast.native = "build 2"
     again = byoc.compile(model(), config)
     assert fast.runtime.calls > 0
     assert [m.cached for m in again.plan.placement.measurements] == [False]

@@ -199,7 +199,7 @@ class _Placer:
         backend = self.reg.backends[unit.backend]
         head = {
             "cache": CACHE_VERSION,
-            "backend": [unit.backend, backend.version],
+            "backend": [unit.backend, backend.version, backend.build()],
             "table": self.tables[unit.backend],
             "fallback": _quiet(self.cfg.fallback),
             "host": host_id(),

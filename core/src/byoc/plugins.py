@@ -37,6 +37,9 @@ class Backend:
     prune: Callable[[list[Any]], str | None] | None = None
     fallback_defaults: dict[str, Any] = field(default_factory=dict)
     hooks: list[str] = field(default_factory=list)  # the hooks its plugin implements
+    # What besides the version decides the backend's speed (its native sources, the library it
+    # links): measured placement re-times partitions when it changes.
+    build: Callable[[], str] = lambda: ""
     _reason: list[str | None] = field(default_factory=list, repr=False)
 
     @property

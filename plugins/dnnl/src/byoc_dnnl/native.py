@@ -100,6 +100,19 @@ def _headers() -> list[str]:
     return [hashlib.sha256(h.read_bytes()).hexdigest() for h in found]
 
 
+def build_id() -> str:
+    """What decides the native code's speed besides byoc-dnnl's version: the plugin's C++ files
+    and the oneDNN they link (measured placement's cache key)."""
+    files = sorted(_package().glob("*.[ch]*"))
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files))
+    try:
+        digest.update(str(onednn_prefix()).encode())
+        digest.update(onednn_version(onednn_prefix()).encode())
+    except NativeUnavailable:
+        pass
+    return digest.hexdigest()[:16]
+
+
 def build(
     source: str,
     cdef: str,

@@ -73,6 +73,7 @@ def byoc_register_backends(register: Any) -> None:
         priority=30,
         prune=_prune,
         fallback_defaults={"allow_spinning": False},
+        build=dnnl_native.build_id,
         description="oneDNN: fused conv/matmul kernels in blocked layouts (TVM's DNNL BYOC)",
     )
 
