@@ -22,7 +22,7 @@ the first two.
 
 When the config uses dnnl, it also times each oneDNN kernel inside the real partitions
 (blocked layouts, fused post-ops) and prints the convolutions' achieved GFLOP/s against the
-measured FP32 peak (a large FMA-bound oneDNN matmul; ``--peak`` overrides).
+measured FP32 peak (a large FMA-bound oneDNN dense layer; ``--peak`` overrides).
 """
 
 from __future__ import annotations
@@ -81,7 +81,8 @@ def interleaved(fns: list[Callable[[], Any]], repeat: int, warmup: int, gap: flo
 
 
 def measure_peak() -> float:
-    """FP32 GFLOP/s of a large FMA-bound matmul run by the dnnl backend's native runtime."""
+    """FP32 GFLOP/s of a large FMA-bound dense layer (a matmul kernel, which oneDNN may run as a
+    1x1 convolution) run by the dnnl backend's native runtime."""
     from byoc_dnnl.codegen import FORMAT, Artifact
     from byoc_dnnl.runtime import Runtime
 
@@ -185,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--codegen needs a config that uses dnnl")
     peak = args.peak or (measure_peak() if uses_dnnl else 350.0)
     if uses_dnnl:
-        print(f"FP32 peak (oneDNN 1024^3 matmul): {peak:.0f} GFLOP/s")
+        print(f"FP32 peak (oneDNN 1024^3 dense layer): {peak:.0f} GFLOP/s")
     print(f"config: {args.config}")
     for model_id in args.models.split(","):
         path = fetch(model_id)

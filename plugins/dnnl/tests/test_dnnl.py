@@ -244,6 +244,64 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
     claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
 
 
+def avx2() -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx2 " in f.read().replace("\n", " ")
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("rows", [[2, 6], [12], [1, 2, 3]])
+def test_dense_layers_run_on_brgemm_kernels(rows: list[int]) -> None:
+    """Dense layers (constant weights) with their bias, GELU, a residual addition and a
+    per-channel scale fused, at ranks 2-4 and through Gemm's transposed weights: results match
+    onnxruntime, and where oneDNN's matmul for this CPU is its generic gemm, the layers run as
+    1x1 convolutions on brgemm kernels instead."""
+    d, f = 64, 96
+    gelu = [
+        node("Div", ["h1", "sqrt2"], "e0"),
+        node("Erf", ["e0"], "e1"),
+        node("Add", ["e1", "one"], "e2"),
+        node("Mul", ["h1", "e2"], "e3"),
+        node("Mul", ["e3", "half"], "g"),
+    ]
+    consts = {
+        "w1": rand(d, f),
+        "b1": rand(f),
+        "w2": rand(f, d),
+        "b2": rand(d),
+        "s": rand(d),
+        "sqrt2": np.float32(np.sqrt(2.0)),
+        "one": np.float32(1.0),
+        "half": np.float32(0.5),
+    }
+    nodes = [
+        node("MatMul", ["x", "w1"], "h0"),
+        node("Add", ["h0", "b1"], "h1"),
+        *gelu,
+        node("MatMul", ["g", "w2"], "o0"),
+        node("Add", ["o0", "b2"], "o1"),
+        node("Add", ["o1", "x"], "o2"),
+        node("Mul", ["o2", "s"], "y"),
+    ]
+    model = make_model(nodes, {"x": [*rows, d]}, ["y"], consts)
+    claimed(assert_matches_onnxruntime(model, DNNL), "MatMul")
+    gemm = make_model(
+        [node("Gemm", ["x", "w", "c"], "y", transB=1), node("Relu", ["y"], "z")],
+        {"x": [8, d]},
+        ["z"],
+        {"w": rand(f, d), "c": rand(f)},
+    )
+    claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
+    if not avx2():
+        pytest.skip("brgemm kernels need AVX2; results were checked")
+    for m in (model, gemm):
+        compiled = byoc.compile(m, {**DNNL, "compile": {"placement": "static"}})
+        dense = [i for i in dnnl_impls(compiled) if i.startswith(("matmul", "convolution"))]
+        assert dense and all("brg" in i for i in dense), dense
+
+
 def softmax_between_convs(axis: int) -> object:
     nodes, consts = conv_stem()
     consts["w1"] = rand(8, 8, 1, 1)
