@@ -101,3 +101,30 @@ def test_damaged_packed_bytes_are_an_artifact_error(tmp_path, damage, words):
     lib = native.build(C_SOURCE, toolchain(), "int twice(int x);", "t", cache=str(tmp_path))
     with pytest.raises(ArtifactError, match=words):
         native.unpack(damage(native.pack(MAGIC, {}, C_SOURCE, lib)), MAGIC, "t")
+
+
+@pytest.mark.parametrize(
+    ("spin", "user", "expected"),
+    [
+        (0, {}, {"OMP_WAIT_POLICY": "PASSIVE", "GOMP_SPINCOUNT": None}),
+        (3000, {}, {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "3000"}),
+        (
+            3000,
+            {"OMP_WAIT_POLICY": "ACTIVE"},
+            {"OMP_WAIT_POLICY": "ACTIVE", "GOMP_SPINCOUNT": None},
+        ),
+        (0, {"GOMP_SPINCOUNT": "10"}, {"OMP_WAIT_POLICY": None, "GOMP_SPINCOUNT": "10"}),
+    ],
+)
+def test_loading_sets_how_long_openmp_threads_spin_unless_the_user_did(
+    tmp_path, monkeypatch, spin, user, expected
+):
+    for var in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT"):
+        monkeypatch.delenv(var, raising=False)
+    for var, value in user.items():
+        monkeypatch.setenv(var, value)
+    name = f"f_{spin}_{'_'.join(f'{k}_{v}' for k, v in user.items())}"  # a library per case
+    source = f"int {name}(void) {{ return 1; }}\n"
+    lib = native.build(source, toolchain(), f"int {name}(void);", "t", cache=str(tmp_path))
+    native.load(lib, "t", str(tmp_path), openmp_spin=spin)
+    assert {var: os.environ.get(var) for var in expected} == expected

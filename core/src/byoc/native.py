@@ -334,16 +334,25 @@ def _compiler_env(cc: str) -> Iterator[None]:
                     os.environ[k] = v
 
 
-def load(
-    library: Library, kind: str, cache: str = "", *, passive_openmp: bool = True
-) -> tuple[Any, Any]:
+# Idle OpenMP threads spin this many times (tens of microseconds on x86: the gaps between
+# back-to-back kernels) before sleeping, leaving the core to what runs next.
+OPENMP_SPIN_BRIEFLY = 3000
+
+
+def load(library: Library, kind: str, cache: str = "", *, openmp_spin: int = 0) -> tuple[Any, Any]:
     """Import a library (``(ffi, lib)``), only if its bytes have the sha256 it records.
 
     The bytes go into the cache under a name derived from their hash first, so a library
-    carried in an artifact loads on a machine that never built it. ``passive_openmp`` sets
-    ``OMP_WAIT_POLICY=PASSIVE`` (unless set) before loading: right for short kernels between
-    onnxruntime's, wrong for a library that runs many small parallel regions back to back
-    (oneDNN: P1 ran 1.26x slower with sleeping threads).
+    carried in an artifact loads on a machine that never built it.
+
+    ``openmp_spin``: how long idle OpenMP threads spin before they sleep, in libgomp's spin
+    iterations, set before the first library loads unless the user set ``OMP_WAIT_POLICY`` or
+    ``GOMP_SPINCOUNT`` (libgomp reads them once). 0 (``OMP_WAIT_POLICY=PASSIVE``): threads sleep
+    at once, right for short kernels between onnxruntime's. A library that runs many small
+    parallel regions back to back wants them to spin across the gaps, but not for libgomp's
+    default (300000 spins, milliseconds): dnnl passes ``OPENMP_SPIN_BRIEFLY`` (P1: 1.26x
+    onnxruntime with sleeping threads, 0.6x spinning; crnn-lstm: 1.4x with libgomp's default,
+    its LSTM in onnxruntime running beside a spinning thread).
     """
     if not _MODULE.fullmatch(library.module):
         raise RuntimeError(f"{library.module!r} is not a module name byoc.native writes")
@@ -357,10 +366,11 @@ def load(
                 f"{library.sha256[:16]}...; not loading it"
             )
         path = _install(library, cache_dir(kind, cache))
-        if passive_openmp:
-            # libgomp reads this once, when it loads: sleeping idle threads leave the cores to
-            # onnxruntime between our kernels. A value the user set wins.
-            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+        if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & os.environ.keys():  # the user's win
+            if openmp_spin <= 0:
+                os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+            else:
+                os.environ["GOMP_SPINCOUNT"] = str(openmp_spin)
         spec = importlib.util.spec_from_file_location(library.module, path)
         if spec is None or spec.loader is None:
             raise RuntimeError(f"cannot load {path} as a Python extension")

@@ -365,7 +365,9 @@ class CRuntime:
         self.symbol = str(graph["symbol"])
         kernel_library()  # the partition's library links it: it must be in the cache
         try:
-            self._ffi, self._lib = native.load(library, "dnnl", passive_openmp=False)
+            self._ffi, self._lib = native.load(
+                library, "dnnl", openmp_spin=native.OPENMP_SPIN_BRIEFLY
+            )
         except (OSError, ImportError, RuntimeError) as exc:
             raise Unloadable(f"{self.symbol}: cannot load its compiled library: {exc}") from None
         nodes = graph["nodes"]

@@ -160,10 +160,10 @@ def load() -> tuple[Any, Any]:
         if _failure:
             raise NativeUnavailable(_failure[0])
         try:
-            # oneDNN's OpenMP keeps libgomp's default wait policy: sleeping threads made
-            # its back-to-back small primitives slower (P1: 1.26x onnxruntime instead of 0.6x).
+            # oneDNN's OpenMP threads spin across the gaps between its back-to-back small
+            # primitives (sleeping at once: P1 1.26x onnxruntime instead of 0.6x), briefly.
             shim = build(source("shim.cpp"), CDEF)
-            _loaded.append(native.load(shim, "dnnl", passive_openmp=False))
+            _loaded.append(native.load(shim, "dnnl", openmp_spin=native.OPENMP_SPIN_BRIEFLY))
         except NativeUnavailable as exc:
             _failure.append(str(exc))
             raise
