@@ -10,7 +10,7 @@ STAMP := $(VENV)/.byoc-installed
 $(STAMP): pyproject.toml core/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=25.1"
-	$(PY) -m pip install --quiet --group dev -e core $(addprefix -e ,$(PLUGINS))
+	$(PY) -m pip install --quiet --group dev -e "core[ray]" $(addprefix -e ,$(PLUGINS))
 	touch $@
 
 BYOC := $(VENV)/bin/byoc

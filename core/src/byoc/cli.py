@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -142,9 +143,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress(args: argparse.Namespace) -> TerminalProgress:
+def _progress(args: argparse.Namespace, label: str = "compiling") -> TerminalProgress:
     """A progress bar on stderr when it is a terminal, unless --quiet."""
-    return TerminalProgress(sys.stderr, enabled=not args.quiet)
+    return TerminalProgress(sys.stderr, enabled=not args.quiet, label=label)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -214,6 +215,34 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_batch(args: argparse.Namespace) -> int:
+    try:
+        from byoc.ray import run_batch
+    except ImportError as exc:
+        raise ByocError(
+            f"byoc batch runs on Ray, which is not installed ({exc}): pip install 'byoc[ray]'"
+        ) from None
+    with tempfile.TemporaryDirectory(prefix="byoc-batch-") as tmp:
+        model = args.model
+        if not is_artifact(model):  # compiled once, here, with a progress bar of its own
+            with _progress(args) as progress:
+                compiled = byoc.compile(model, args.config, progress=progress)
+            model = compiled.save(Path(tmp) / "model.byoc")
+        with _progress(args, "running") as progress:
+            report = run_batch(
+                model,
+                args.inputs,
+                args.outputs,
+                address=args.address,
+                workers=args.workers,
+                threads=args.threads,
+                batch_size=args.batch_size,
+                progress=progress,
+            )
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+    return 0 if report.passed else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="byoc", description=__doc__)
     parser.add_argument("--version", action="version", version=f"byoc {byoc.__version__}")
@@ -259,6 +288,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--runs", type=int, default=20, help="timed runs of each (default 20)")
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
     p.add_argument("--json", action="store_true", help="print the timings as JSON")
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p = add("batch", cmd_batch, "run a model over a directory of .npz samples on Ray workers")
+    p.add_argument("--inputs", required=True, metavar="DIR", help="one .npz file per sample")
+    p.add_argument("--outputs", required=True, metavar="DIR", help="one .npz per sample here")
+    p.add_argument("--address", help="join this Ray cluster (default: start a local Ray)")
+    p.add_argument("--workers", type=int, help="workers (default: CPUs // --threads)")
+    p.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
+    p.add_argument("--batch-size", type=int, default=16, help="samples per call (default 16)")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser
 

@@ -207,14 +207,22 @@ def _byoc_version() -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def load(path: str | os.PathLike[str], *, limits: Limits | None = None) -> CompiledModel:
+def load(
+    path: str | os.PathLike[str], *, limits: Limits | None = None, threads: int | None = None
+) -> CompiledModel:
     """Load a ``.byoc`` file written by ``CompiledModel.save`` / ``byoc compile -o``.
+
+    ``threads`` caps the threads one run uses here, whatever the file was compiled with:
+    onnxruntime's ``intra_op_num_threads`` and the ``threads`` option of every backend that has
+    one (several workers on one machine each take a share of its cores).
 
     Raises ``byoc.ArtifactError`` saying what is wrong when the file is damaged, of a newer
     format, or needs a backend that is not installed (naming the distribution to install).
     """
     from byoc.executor import CompiledModel, Step, create_runtime
 
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise ConfigError(f"threads must be a positive integer, got {threads!r}")
     limits = limits or LIMITS
     where = os.fspath(path)
     try:
@@ -232,6 +240,8 @@ def load(path: str | os.PathLike[str], *, limits: Limits | None = None) -> Compi
         reader.expect({MANIFEST, *manifest.members()})
         reg = registry()
         manifest.check_backends(reg)
+        if threads is not None:
+            manifest.limit_threads(reg, threads)
         steps = []
         for unit in manifest.units:
             data = reader.read_entry(unit)
@@ -628,6 +638,13 @@ class Manifest:
                 f"{exc}; the saved configuration does not suit the installed backend: "
                 "recompile the model"
             ) from None
+
+    def limit_threads(self, reg: Registry, threads: int) -> None:
+        """Run with at most ``threads`` threads: onnxruntime's and each backend's own option."""
+        self.tables[FALLBACK]["intra_op_num_threads"] = threads
+        for name, table in self.tables.items():
+            if name != FALLBACK and "threads" in reg.backends[name].options:
+                table["threads"] = threads
 
 
 def _backend_table(

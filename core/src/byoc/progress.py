@@ -20,7 +20,7 @@ class TerminalProgress:
 
     Use it as a context manager, which erases the line at the end. It draws nothing when
     ``stream`` is not a terminal or ``enabled`` is false, and at most every ``interval``
-    seconds otherwise.
+    seconds otherwise. ``label`` starts the line (``byoc batch`` counts samples: "running").
     """
 
     def __init__(
@@ -29,8 +29,10 @@ class TerminalProgress:
         enabled: bool = True,
         width: int = 20,
         interval: float = 0.05,
+        label: str = "compiling",
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
+        self.label = label
         self.enabled = enabled and _isatty(self.stream)
         self.width = width
         self.interval = interval
@@ -46,7 +48,7 @@ class TerminalProgress:
         self._last = now
         filled = self.width * (index - 1) // max(total, 1)
         bar = "#" * filled + "." * (self.width - filled)
-        self._draw(f"compiling [{bar}] {index}/{total} {name}")
+        self._draw(f"{self.label} [{bar}] {index}/{total} {name}")
 
     def _draw(self, text: str) -> None:
         pad = max(self._drawn - len(text), 0)

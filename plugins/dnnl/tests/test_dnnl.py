@@ -472,6 +472,16 @@ def test_serialize_deserialize_run(compiled: byoc.CompiledModel) -> None:
     assert plugin.byoc_serialize(backend="other", artifact=step.artifact) is None
 
 
+def test_loading_with_threads_caps_onednn_threads(compiled: byoc.CompiledModel, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    path = compiled.save(tmp_path / "m.byoc")
+    assert byoc.load(path).backend_configs["dnnl"]["threads"] == 0  # one per core
+    again = byoc.load(path, threads=1)  # one Ray worker's share of the cores
+    assert again.backend_configs["dnnl"]["threads"] == 1
+    assert _dnnl_step(again).runtime.threads == 1
+    x = {"x": rand(1, 3, 10, 12)}
+    np.testing.assert_allclose(again.run(x)["y"], compiled.run(x)["y"], rtol=1e-5, atol=1e-5)
+
+
 def _damaged(data: bytes) -> list[bytes]:
     import json
     import struct

@@ -1,0 +1,289 @@
+"""Batch inference on Ray (``pip install "byoc[ray]"``): ``Predictor`` for Ray Data, and the
+driver behind ``byoc batch``.
+
+The model is compiled once, on the driver, into a ``.byoc`` file; workers load that file (a
+worker on another kind of host rebuilds native code from the source the file carries, or says
+why it cannot). Only this module imports Ray.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import ray
+
+from byoc.batch import (
+    BatchReport,
+    Sample,
+    read_sample,
+    reason,
+    run_samples,
+    sample_files,
+    write_sample,
+)
+from byoc.config import load_config
+from byoc.errors import ByocError, ConfigError, InputError
+from byoc.export import is_artifact, load
+from byoc.inputs import check_inputs
+from byoc.pipeline import ConfigLike
+
+ProgressFn = Callable[[int, int, str], None]
+
+
+class Predictor:
+    """Runs a ``.byoc`` file over Ray Data batches, loaded once per worker::
+
+        ds.map_batches(Predictor, fn_constructor_kwargs={"model": "m.byoc"},
+                       concurrency=2, batch_size=16)
+
+    Each row holds one sample: a column per model input (the sample's array, e.g. 1x3x48x192).
+    The result has a column per model output, a row per sample. Samples are stacked along the
+    batch dim when the model's is free, and run one by one otherwise. A bad row raises an
+    ``InputError`` naming it (Ray Data then fails the job; ``byoc batch`` skips bad samples).
+
+    ``model`` is the path of a ``.byoc`` file on the worker's machine, or its bytes.
+    ``threads`` (default: the CPUs Ray gave this worker) caps the threads of one run.
+    """
+
+    def __init__(self, model: str | os.PathLike[str] | bytes, threads: int | None = None) -> None:
+        threads = threads or _assigned_cpus()
+        if not isinstance(model, bytes):
+            if not is_artifact(model):
+                raise InputError(
+                    f"Predictor takes a .byoc file, and '{os.fspath(model)}' is not one: compile "
+                    "the model once with `byoc compile MODEL -c CFG -o model.byoc`"
+                )
+            model = Path(model).read_bytes()
+        with tempfile.TemporaryDirectory(prefix="byoc-ray-") as tmp:
+            path = Path(tmp) / "model.byoc"
+            path.write_bytes(model)
+            try:
+                self.model = load(path, threads=threads)
+            except ByocError as exc:
+                raise ByocError(f"on host {socket.gethostname()}: {exc}") from None
+        self.threads = threads
+        self.digest = hashlib.sha256(model).hexdigest()  # which file this worker loaded
+
+    def __call__(self, batch: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        rows = {len(column) for column in batch.values()}
+        if len(rows) != 1:
+            raise InputError(f"batch columns have different lengths: {sorted(rows)}")
+        samples = []
+        for i in range(rows.pop()):
+            try:
+                samples.append(check_inputs(self.model.inputs, {n: c[i] for n, c in batch.items()}))
+            except InputError as exc:
+                raise InputError(f"batch row {i}: {exc}") from None
+        results = run_samples(self.model, samples)
+        for i, out in enumerate(results):
+            if isinstance(out, Exception):
+                raise ByocError(f"batch row {i}: {reason(out)}") from out
+        return {n: _column([out[n] for out in results]) for n in self.model.outputs}  # type: ignore[index]
+
+    def describe(self) -> tuple[str, str]:
+        """This worker's host name and the sha256 of the ``.byoc`` file it loaded."""
+        return socket.gethostname(), self.digest
+
+    def run(self, samples: list[Sample]) -> list[Sample | str]:
+        """Outputs per sample, or why it failed (``byoc batch``'s workers)."""
+        return [
+            reason(out) if isinstance(out, Exception) else out
+            for out in run_samples(self.model, samples)
+        ]
+
+
+def _assigned_cpus() -> int:
+    """The CPUs Ray reserved for this worker (1 outside Ray or when it reserved none)."""
+    try:
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU", 0)
+    except Exception:
+        cpus = 0
+    return max(1, int(cpus))
+
+
+def _column(values: list[np.ndarray]) -> np.ndarray:
+    """One output column: stacked when every sample's output has one shape, else one object
+    array of arrays (Ray Data's ragged tensors)."""
+    if len({v.shape for v in values}) <= 1:
+        return np.stack(values)
+    column = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        column[i] = v
+    return column
+
+
+def run_batch(
+    model: str | os.PathLike[str],
+    inputs: str | os.PathLike[str],
+    outputs: str | os.PathLike[str],
+    config: ConfigLike = None,
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    threads: int = 1,
+    batch_size: int = 16,
+    progress: ProgressFn | None = None,
+) -> BatchReport:
+    """Run a model (ONNX, compiled here once, or a ``.byoc`` file) over a directory of ``.npz``
+    samples on Ray workers, writing one ``.npz`` of outputs per sample to ``outputs``.
+
+    Without ``address`` a local Ray is started for the run and stopped after it; with one, the
+    run joins that cluster. ``workers`` (default: the cluster's CPUs // ``threads``) each load
+    the model once and use ``threads`` threads. Bad samples are reported, written nowhere, and
+    do not stop the others.
+    """
+    for name, value in (("workers", workers), ("threads", threads), ("batch-size", batch_size)):
+        if value is not None and value < 1:
+            raise ConfigError(f"--{name} must be at least 1, got {value}")
+    files = sample_files(inputs)
+    out_dir = Path(outputs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data, signature = _artifact(model, config)
+    started = not ray.is_initialized()
+    if started:
+        ray.init(
+            address=address or "local",  # a new local Ray, not one RAY_ADDRESS points at
+            include_dashboard=False,
+            logging_level=logging.ERROR,
+            configure_logging=True,
+        )
+    try:
+        report = BatchReport(out_dir, threads=threads)
+        start = time.perf_counter()
+        pool, report.hosts = _start_workers(data, workers, threads)
+        report.startup_seconds = time.perf_counter() - start
+        _drive(pool, files, signature, batch_size, out_dir, report, progress)
+        report.seconds = time.perf_counter() - start - report.startup_seconds
+        return report
+    finally:
+        if started:
+            ray.shutdown()
+
+
+def _artifact(model: str | os.PathLike[str], config: ConfigLike) -> tuple[bytes, dict[str, Any]]:
+    """The ``.byoc`` file's bytes (compiling an ONNX model once) and the model's inputs."""
+    import byoc
+
+    if is_artifact(model):
+        compiled = load(model)
+        return Path(model).read_bytes(), compiled.inputs
+    compiled = byoc.compile(model, load_config(config))
+    with tempfile.TemporaryDirectory(prefix="byoc-batch-") as tmp:
+        path = compiled.save(Path(tmp) / "model.byoc")
+        return path.read_bytes(), compiled.inputs
+
+
+def _start_workers(data: bytes, workers: int | None, threads: int) -> tuple[list[Any], list[str]]:
+    """Actors that have loaded the model, ``threads`` CPUs each; a worker that cannot load it
+    (another host without a compiler, a missing backend) is a ByocError naming its host."""
+    cpus = int(ray.cluster_resources().get("CPU", 0))
+    count = workers or max(1, cpus // threads)
+    if count * threads > cpus:
+        raise ConfigError(
+            f"{count} worker(s) x {threads} thread(s) need {count * threads} CPUs; the Ray "
+            f"cluster has {cpus}: ask for fewer --workers or --threads"
+        )
+    actor = ray.remote(Predictor).options(
+        num_cpus=threads, runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}}
+    )
+    shipped = ray.put(data)  # one copy in the object store, not one per worker
+    pool: list[Any] = [actor.remote(shipped, threads) for _ in range(count)]
+    digest = hashlib.sha256(data).hexdigest()
+    hosts = []
+    for worker in pool:
+        try:
+            host, loaded = ray.get(worker.describe.remote())
+        except ray.exceptions.RayError as exc:
+            raise ByocError(f"a Ray worker could not load the model: {_cause(exc)}") from None
+        if loaded != digest:
+            raise ByocError(f"the worker on {host} loaded another file than the one shipped")
+        hosts.append(host)
+    return pool, hosts
+
+
+def _cause(exc: BaseException) -> str:
+    """The first line of the worker's own error, without Ray's traceback."""
+    text = str(getattr(exc, "cause", None) or exc)
+    lines = [line for line in text.splitlines() if line.strip()]
+    errors = [line for line in lines if "Error:" in line and not line.startswith(" ")]
+    return (errors[-1] if errors else lines[-1] if lines else type(exc).__name__).strip()
+
+
+def _drive(
+    pool: list[Any],
+    files: list[Path],
+    signature: Mapping[str, Any],
+    batch_size: int,
+    out_dir: Path,
+    report: BatchReport,
+    progress: ProgressFn | None,
+) -> None:
+    """Read and check samples, keep every worker two chunks deep, write what comes back."""
+    total = len(files)
+    done = 0
+
+    def tick(name: str) -> None:
+        nonlocal done
+        done += 1
+        if progress is not None:
+            progress(done, total, name)
+
+    def chunks() -> Any:
+        names: list[str] = []
+        samples: list[Sample] = []
+        for path in files:
+            try:
+                samples.append(read_sample(path, signature))
+                names.append(path.name)
+            except InputError as exc:
+                report.failed.append((path.name, str(exc)))
+                tick(path.name)
+            if len(samples) == batch_size:
+                yield names, samples
+                names, samples = [], []
+        if samples:
+            yield names, samples
+
+    todo = chunks()
+    pending: dict[Any, tuple[Any, list[str]]] = {}
+    load = dict.fromkeys(range(len(pool)), 0)
+
+    def submit() -> None:
+        chunk = next(todo, None)
+        if chunk is not None:
+            worker = min(load, key=load.__getitem__)
+            pending[pool[worker].run.remote(chunk[1])] = (worker, chunk[0])
+            load[worker] += 1
+
+    for _ in range(2 * len(pool)):
+        submit()
+    while pending:
+        [ref], _ = ray.wait(list(pending), num_returns=1)
+        worker, names = pending.pop(ref)
+        if worker in load:
+            load[worker] -= 1
+        try:
+            results = ray.get(ref)
+        except ray.exceptions.RayError as exc:
+            results = [f"its worker failed: {_cause(exc)}"] * len(names)
+            load.pop(worker, None)  # a dead actor gets no more work
+            if not load:
+                raise ByocError(f"every Ray worker failed; the last: {_cause(exc)}") from None
+        for name, out in zip(names, results, strict=True):
+            if isinstance(out, str):
+                report.failed.append((name, out))
+            else:
+                write_sample(out_dir / name, out)
+                report.written += 1
+            tick(name)
+        submit()
+    report.failed.sort()

@@ -1,0 +1,157 @@
+"""Running a compiled model over many samples (byoc.batch): stacking, files, threads. Ray's
+side is in test_ray.py."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import byoc
+import numpy as np
+import onnx
+import pytest
+from byoc.batch import read_sample, run_samples, write_sample
+from byoc.testing.build import make_model, node
+
+STATIC = {"compile": {"placement": "static"}}
+
+
+def scaled(batch: Any = "N") -> onnx.ModelProto:
+    """s = relu(x * w) + x, x [batch, 4], and the sum of s over everything."""
+    return make_model(
+        [
+            node("Mul", ["x", "w"], "m"),
+            node("Relu", ["m"], "y"),
+            node("Add", ["y", "x"], "s"),
+            node("ReduceSum", ["s"], "total", keepdims=0),
+        ],
+        {"x": [batch, 4]},
+        ["s", "total"],
+        {"w": np.arange(4, dtype=np.float32) - 1.5},
+    )
+
+
+def expected(x: np.ndarray) -> dict[str, np.ndarray]:
+    s = np.maximum(x * (np.arange(4, dtype=np.float32) - 1.5), 0) + x
+    return {"s": s, "total": np.asarray(s.sum(), np.float32)}
+
+
+class Counting:
+    """A compiled model that counts its runs and fails on any negative input."""
+
+    def __init__(self, model: Any) -> None:
+        self.model, self.runs = model, []
+        self.inputs, self.outputs = model.inputs, model.outputs
+
+    def run(self, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        self.runs.append(inputs["x"].shape[0])
+        if (inputs["x"] < 0).any():
+            raise ValueError("negative input")
+        return self.model.run(inputs)
+
+
+def rows(*counts: int) -> list[dict[str, np.ndarray]]:
+    rng = np.random.default_rng(0)
+    return [{"x": rng.random((n, 4), dtype=np.float32)} for n in counts]
+
+
+def test_samples_stack_along_a_free_batch_dim_and_split_back() -> None:
+    model = byoc.compile(
+        make_model(
+            [node("Mul", ["x", "w"], "m"), node("Relu", ["m"], "s")],
+            {"x": ["N", 4]},
+            ["s"],
+            {"w": np.arange(4, dtype=np.float32) - 1.5},
+        ),
+        {"backends": ["examplejson"], **STATIC},
+    )
+    counting = Counting(model)
+    samples = rows(1, 2, 1, 1)
+    results = run_samples(counting, samples)
+    assert counting.runs == [5]  # one stacked run of every row
+    for sample, out in zip(samples, results, strict=True):
+        assert isinstance(out, dict)
+        np.testing.assert_allclose(out["s"], expected(sample["x"])["s"] - sample["x"], rtol=1e-6)
+
+
+def test_outputs_without_the_batch_dim_run_one_sample_at_a_time() -> None:
+    counting = Counting(byoc.compile(scaled(), {"backends": ["examplejson"], **STATIC}))
+    samples = rows(1, 1, 1)
+    results = run_samples(counting, samples)
+    assert counting.runs == [3, 1, 1, 1]  # "total" has no rows to split: ran again one by one
+    for sample, out in zip(samples, results, strict=True):
+        want = expected(sample["x"])
+        assert isinstance(out, dict)
+        np.testing.assert_allclose(out["s"], want["s"], rtol=1e-6)
+        np.testing.assert_allclose(out["total"], want["total"], rtol=1e-5)
+
+
+def test_a_fixed_batch_dim_runs_samples_one_at_a_time() -> None:
+    counting = Counting(byoc.compile(scaled(1), {"backends": ["examplejson"], **STATIC}))
+    results = run_samples(counting, rows(1, 1, 1))
+    assert counting.runs == [1, 1, 1]
+    assert all(isinstance(r, dict) for r in results)
+
+
+def test_a_failing_sample_fails_alone() -> None:
+    counting = Counting(byoc.compile(scaled(), {"backends": ["examplejson"], **STATIC}))
+    samples = rows(1, 1, 1)
+    samples[1]["x"] = -samples[1]["x"]
+    results = run_samples(counting, samples)
+    assert isinstance(results[1], ValueError)
+    assert isinstance(results[0], dict) and isinstance(results[2], dict)
+
+
+def test_outputs_round_trip_through_npz_files(tmp_path: Path) -> None:
+    outputs = {
+        "file": np.arange(6, dtype=np.float32).reshape(2, 3),  # numpy.savez's own argument name
+        "scores/0": np.ones(2, np.int64),
+        "labels": np.array(["a", "bc"], dtype=object),
+    }
+    write_sample(tmp_path / "s.npz", outputs)
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as back:
+        assert sorted(back.files) == sorted(outputs)
+        np.testing.assert_array_equal(back["file"], outputs["file"])
+        np.testing.assert_array_equal(back["scores/0"], outputs["scores/0"])
+        assert back["labels"].tolist() == ["a", "bc"]
+    assert [p.name for p in tmp_path.iterdir()] == ["s.npz"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    ("arrays", "message"),
+    [
+        ({"x": np.zeros((1, 5), np.float32)}, "dim 1 must be 4"),
+        ({"x": np.zeros((1, 4), np.float64)}, "dtype float64"),
+        ({}, "missing input 'x'"),
+        ({"x": np.zeros((1, 4), np.float32), "y": np.zeros(1)}, "unknown input 'y'"),
+        (None, "not an .npz file"),
+    ],
+)
+def test_a_bad_sample_file_says_what_is_wrong(
+    tmp_path: Path, arrays: dict[str, np.ndarray] | None, message: str
+) -> None:
+    path = tmp_path / "s.npz"
+    if arrays is None:
+        path.write_text("not a zip")
+    else:
+        np.savez(path, **arrays)
+    signature = byoc.compile(scaled(), {"backends": [], **STATIC}).inputs
+    with pytest.raises(byoc.InputError, match=message):
+        read_sample(path, signature)
+
+
+def test_loading_with_threads_caps_onnxruntime_and_backends(tmp_path: Path) -> None:
+    compiled = byoc.compile(scaled(1), {"backends": ["examplejson"], **STATIC})
+    path = compiled.save(tmp_path / "m.byoc")
+    assert byoc.load(path, threads=3).fallback_config["intra_op_num_threads"] == 3
+    for bad in (0, -1, 1.5):
+        with pytest.raises(byoc.ConfigError, match="threads must be a positive integer"):
+            byoc.load(path, threads=bad)  # type: ignore[arg-type]
+
+
+def test_byoc_does_not_import_ray_unless_batch_runs() -> None:
+    code = "import sys, byoc, byoc.cli, byoc.batch; print('ray' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stdout.strip() == "False", done.stderr
