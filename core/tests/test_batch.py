@@ -155,3 +155,19 @@ def test_byoc_does_not_import_ray_unless_batch_runs() -> None:
     code = "import sys, byoc, byoc.cli, byoc.batch; print('ray' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_byoc_batch_checks_its_arguments_before_compiling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from byoc.cli import main
+
+    onnx.save(scaled(1), tmp_path / "m.onnx")
+    (tmp_path / "in").mkdir()
+    argv = ["batch", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in")]
+    argv += ["--outputs", str(tmp_path / "out")]
+    assert main([*argv, "--workers", "0"]) == 2
+    assert "--workers must be at least 1, got 0" in capsys.readouterr().err
+    assert main(argv) == 2
+    assert "has no .npz files" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

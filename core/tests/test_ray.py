@@ -152,3 +152,6 @@ def test_byoc_batch_without_samples_is_a_clear_error(tmp_path: Path) -> None:
     (tmp_path / "in").mkdir()
     with pytest.raises(byoc.InputError, match=r"has no \.npz files"):
         run_batch(tmp_path / "m.byoc", tmp_path / "in", tmp_path / "out")
+    samples(tmp_path / "in", 1)
+    with pytest.raises(byoc.InputError, match="outputs would overwrite samples"):
+        run_batch(tmp_path / "m.byoc", tmp_path / "in", tmp_path / "in")

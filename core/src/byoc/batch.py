@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from byoc.errors import ByocError, InputError
+from byoc.errors import ByocError, ConfigError, InputError
 from byoc.graph import TensorType
 from byoc.inputs import check_inputs
 
@@ -39,6 +39,13 @@ def sample_files(directory: str | os.PathLike[str]) -> list[Path]:
             "the model's inputs: numpy.savez(path, x=array))"
         )
     return files
+
+
+def check_counts(**counts: int | None) -> None:
+    """``--workers``, ``--threads``, ``--batch-size``: each at least 1 when given."""
+    for name, value in counts.items():
+        if value is not None and (type(value) is not int or value < 1):
+            raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value!r}")
 
 
 def read_sample(path: str | os.PathLike[str], signature: Mapping[str, TensorType | None]) -> Sample:

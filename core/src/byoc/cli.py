@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 import byoc
+from byoc.batch import check_counts, sample_files
 from byoc.errors import ByocError, InputError
 from byoc.export import is_artifact
 from byoc.plugins import registry
@@ -222,6 +223,9 @@ def cmd_batch(args: argparse.Namespace) -> int:
         raise ByocError(
             f"byoc batch runs on Ray, which is not installed ({exc}): pip install 'byoc[ray]'"
         ) from None
+    # what would stop the run fails before compiling
+    check_counts(workers=args.workers, threads=args.threads, batch_size=args.batch_size)
+    sample_files(args.inputs)
     with tempfile.TemporaryDirectory(prefix="byoc-batch-") as tmp:
         model = args.model
         if not is_artifact(model):  # compiled once, here, with a progress bar of its own

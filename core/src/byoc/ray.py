@@ -14,16 +14,18 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import ray
 
+import byoc
 from byoc.batch import (
     BatchReport,
     Sample,
+    check_counts,
     read_sample,
     reason,
     run_samples,
@@ -35,8 +37,7 @@ from byoc.errors import ByocError, ConfigError, InputError
 from byoc.export import is_artifact, load
 from byoc.inputs import check_inputs
 from byoc.pipeline import ConfigLike
-
-ProgressFn = Callable[[int, int, str], None]
+from byoc.progress import ProgressFn
 
 
 class Predictor:
@@ -137,17 +138,18 @@ def run_batch(
     samples on Ray workers, writing one ``.npz`` of outputs per sample to ``outputs``.
 
     Without ``address`` a local Ray is started for the run and stopped after it; with one, the
-    run joins that cluster. ``workers`` (default: the cluster's CPUs // ``threads``) each load
+    run joins that cluster (in a process already connected to Ray, that connection is used).
+    ``workers`` (default: the cluster's CPUs // ``threads``) each load
     the model once and use ``threads`` threads. Bad samples are reported, written nowhere, and
     do not stop the others.
     """
-    for name, value in (("workers", workers), ("threads", threads), ("batch-size", batch_size)):
-        if value is not None and value < 1:
-            raise ConfigError(f"--{name} must be at least 1, got {value}")
+    check_counts(workers=workers, threads=threads, batch_size=batch_size)
     files = sample_files(inputs)
     out_dir = Path(outputs)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    if out_dir.resolve() == Path(inputs).resolve():
+        raise InputError("--outputs is the --inputs directory: outputs would overwrite samples")
     data, signature = _artifact(model, config)
+    out_dir.mkdir(parents=True, exist_ok=True)
     started = not ray.is_initialized()
     if started:
         ray.init(
@@ -171,8 +173,6 @@ def run_batch(
 
 def _artifact(model: str | os.PathLike[str], config: ConfigLike) -> tuple[bytes, dict[str, Any]]:
     """The ``.byoc`` file's bytes (compiling an ONNX model once) and the model's inputs."""
-    import byoc
-
     if is_artifact(model):
         compiled = load(model)
         return Path(model).read_bytes(), compiled.inputs
