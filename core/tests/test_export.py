@@ -15,7 +15,8 @@ import byoc
 import numpy as np
 import onnx
 import pytest
-from byoc.export import Limits, is_artifact
+from byoc.export import is_artifact
+from byoc.reader import Limits
 from byoc.testing.build import make_model, node
 
 EXAMPLEJSON = {

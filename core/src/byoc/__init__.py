@@ -23,14 +23,13 @@ from byoc.errors import (
     PluginError,
 )
 from byoc.executor import CompiledModel, build, load_module
-from byoc.export import load
 from byoc.graph import NodeView, TensorType
+from byoc.hookspecs import hookimpl
 from byoc.pipeline import partition
 from byoc.placement import compile
 from byoc.plan import Composite, Measurement, Partition, Placement, Plan
-from byoc.plugins import hookimpl
-
-__version__ = "0.1.0"
+from byoc.reader import load
+from byoc.version import __version__
 
 __all__ = [
     "ArtifactError",

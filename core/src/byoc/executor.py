@@ -22,6 +22,7 @@ from byoc.errors import (
     InputError,
     NodesRefused,
 )
+from byoc.export import save
 from byoc.fallback import raw_run
 from byoc.graph import Graph, TensorType
 from byoc.inputs import check_inputs
@@ -198,8 +199,6 @@ class CompiledModel:
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the model to one ``.byoc`` file that ``byoc.load`` reads (docs/format.md)."""
-        from byoc.export import save
-
         return save(self, path)
 
     def _run(

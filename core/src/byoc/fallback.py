@@ -15,8 +15,8 @@ import onnx
 import onnxruntime as ort
 
 from byoc.errors import ArtifactError
+from byoc.hookspecs import hookimpl
 from byoc.plan import FALLBACK, Partition
-from byoc.plugins import hookimpl
 
 _LEVELS = {
     "disable": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,

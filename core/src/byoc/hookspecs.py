@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from byoc.plan import Partition
 
 hookspec = pluggy.HookspecMarker("byoc")
+hookimpl = pluggy.HookimplMarker("byoc")  # marks a plugin's implementations (``byoc.hookimpl``)
 
 # ---------------------------------------------------------------------------------------------
 # discovery

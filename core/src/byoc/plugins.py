@@ -12,11 +12,10 @@ from typing import Any
 
 import pluggy
 
-from byoc import hookspecs
+from byoc import fallback, hookspecs
 from byoc.errors import PluginError
 from byoc.patterns import Pattern
 
-hookimpl = pluggy.HookimplMarker("byoc")
 ENTRY_POINT_GROUP = "byoc.backends"
 ENV_VAR = "BYOC_PLUGINS"
 TRACE_VAR = "BYOC_TRACE"
@@ -78,8 +77,6 @@ class Registry:
             self.pm.enable_tracing()
         self.backends: dict[str, Backend] = {}
         self.broken: list[BrokenPlugin] = []
-        from byoc import fallback
-
         self._add(fallback, "byoc", md.version("byoc"))
         seen: dict[str, str] = {}
         for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):

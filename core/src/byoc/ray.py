@@ -34,10 +34,11 @@ from byoc.batch import (
 )
 from byoc.config import load_config
 from byoc.errors import ByocError, ConfigError, InputError
-from byoc.export import is_artifact, load
+from byoc.export import is_artifact
 from byoc.inputs import check_inputs
 from byoc.pipeline import ConfigLike
 from byoc.progress import ProgressFn
+from byoc.reader import load
 
 
 class Predictor:

@@ -12,8 +12,8 @@ from pathlib import Path
 import byoc
 import numpy as np
 import pytest
-from byoc.export import Limits
 from byoc.plugins import registry
+from byoc.reader import Limits
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

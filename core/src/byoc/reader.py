@@ -1,0 +1,523 @@
+"""Loading a ``.byoc`` file (docs/format.md), which ``byoc.export`` writes.
+
+Loading treats the file as hostile: it checks the zip's declared sizes and compression ratios
+before reading anything, reads with a cap, checks the manifest's schema and data flow, and
+checks each member's sha256 before its bytes reach a backend's ``byoc_deserialize`` hook.
+Nothing is extracted to disk and nothing is unpickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import warnings
+import zipfile
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from byoc.config import FALLBACK_KEYS, Config, _check_table
+from byoc.errors import ArtifactError, ByocError, ConfigError
+from byoc.executor import CompiledModel, Step, create_runtime
+from byoc.export import FORMAT, FORMAT_VERSION, MANIFEST
+from byoc.graph import TensorType
+from byoc.plan import FALLBACK, Partition
+from byoc.plugins import Registry, registry
+from byoc.version import __version__
+
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_MEMBER = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,127}")
+# zip general-purpose flags a reader may meet: deflate options, data descriptor, UTF-8 names
+_KNOWN_FLAGS = 0x0002 | 0x0004 | 0x0008 | 0x0800
+
+
+def _onnx_dtypes() -> frozenset[str]:
+    names = set()
+    for elem in onnx.TensorProto.DataType.values():
+        try:
+            names.add(np.dtype(helper.tensor_dtype_to_np_dtype(elem)).name)
+        except (KeyError, TypeError, ValueError):
+            continue
+    return frozenset(names)
+
+
+DTYPES = _onnx_dtypes()  # the dtype names a manifest may use (those of ONNX tensor types)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What ``load`` accepts before reading a byte of a member (zip-bomb and damage guards)."""
+
+    max_manifest: int = 8 << 20  # bytes of manifest.json
+    max_member: int = 4 << 30  # bytes of one member, uncompressed
+    max_total: int = 8 << 30  # bytes of all members, uncompressed
+    max_members: int = 100_000
+    max_ratio: int = 100  # uncompressed / compressed, for members above ratio_floor bytes
+    ratio_floor: int = 1 << 20
+
+
+LIMITS = Limits()
+# ---------------------------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------------------------
+
+
+def load(
+    path: str | os.PathLike[str], *, limits: Limits | None = None, threads: int | None = None
+) -> CompiledModel:
+    """Load a ``.byoc`` file written by ``CompiledModel.save`` / ``byoc compile -o``.
+
+    ``threads`` caps the threads one run uses here, whatever the file was compiled with:
+    onnxruntime's ``intra_op_num_threads`` and the ``threads`` option of every backend that has
+    one (several workers on one machine each take a share of its cores).
+
+    Raises ``byoc.ArtifactError`` saying what is wrong when the file is damaged, of a newer
+    format, or needs a backend that is not installed (naming the distribution to install).
+    """
+    if threads is not None and (type(threads) is not int or threads < 1):
+        raise ConfigError(f"threads must be a positive integer, got {threads!r}")
+    limits = limits or LIMITS
+    where = os.fspath(path)
+    try:
+        zf = zipfile.ZipFile(where)
+    except FileNotFoundError:
+        raise ArtifactError(f"'{where}' does not exist") from None
+    except Exception as exc:  # zipfile raises many types on damaged input (struct.error, ...)
+        raise ArtifactError(
+            f"'{where}' is not a .byoc file, or it is truncated or damaged (not a readable zip "
+            f"archive: {exc}); write one with `byoc compile MODEL -o FILE.byoc`"
+        ) from None
+    with zf:
+        reader = _Reader(zf, where, limits)
+        manifest = Manifest(json_of(reader.read(MANIFEST, limits.max_manifest), where), where)
+        reader.expect({MANIFEST, *manifest.members()})
+        reg = registry()
+        manifest.check_backends(reg)
+        if threads is not None:
+            manifest.limit_threads(reg, threads)
+        steps = []
+        for unit in manifest.units:
+            data = reader.read_entry(unit)
+            artifact = _deserialize(reg, unit["backend"], data, f"{where}: unit {unit['name']}")
+            model = onnx.ModelProto()
+            if "onnx" in unit:
+                onnx_bytes = reader.read_entry(unit["onnx"])
+                model = _deserialize(reg, FALLBACK, onnx_bytes, f"{where}: unit {unit['name']}")
+                model = onnx.load_from_string(model)
+            table = manifest.tables[unit["backend"]]
+            runtime = create_runtime(reg, unit["backend"], unit["name"], artifact, table)
+            part = Partition(
+                unit["name"], unit["backend"], [], unit["inputs"], unit["outputs"], model
+            )
+            steps.append(Step(part, artifact, runtime))
+        constants = {
+            c["name"]: _constant(reader.read_entry(c), c, where) for c in manifest.constants
+        }
+    return CompiledModel(
+        None,
+        steps,
+        manifest.tables[FALLBACK],
+        inputs=manifest.inputs,
+        outputs=manifest.outputs,
+        constants=constants,
+        backend_configs={k: v for k, v in manifest.tables.items() if k != FALLBACK},
+    )
+
+
+def json_of(data: bytes, where: str) -> Any:
+    """Parse the manifest's JSON, turning every failure into an ArtifactError."""
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise ArtifactError(f"{where}: {MANIFEST} is not valid JSON: {exc}") from None
+
+
+def _deserialize(reg: Registry, backend: str, data: bytes, where: str) -> Any:
+    try:
+        artifact = reg.hook.byoc_deserialize(backend=backend, data=data)
+    except ArtifactError as exc:
+        raise ArtifactError(f"{where} (backend {backend}) is damaged: {exc}") from None
+    except ByocError:
+        raise
+    except Exception as exc:
+        raise ArtifactError(
+            f"{where} (backend {backend}): loading failed: {type(exc).__name__}: {exc}; "
+            "the file may be damaged or written by another version: recompile the model"
+        ) from exc
+    if artifact is None:
+        raise ArtifactError(f"{where}: backend '{backend}' cannot load artifacts (no hook)")
+    return artifact
+
+
+def _constant(data: bytes, entry: Mapping[str, Any], where: str) -> np.ndarray:
+    dtype = np.dtype(entry["dtype"]).newbyteorder("<")
+    count = math.prod(entry["shape"])  # exact: no overflow to fool the size check
+    if dtype.kind == "O" or count * dtype.itemsize != len(data):
+        raise ArtifactError(
+            f"{where}: constant '{entry['name']}' has {len(data)} bytes, which is not "
+            f"{entry['dtype']}{entry['shape']}; the file is damaged: recompile the model"
+        )
+    return np.frombuffer(data, dtype).astype(dtype.newbyteorder("=")).reshape(entry["shape"])
+
+
+class _Reader:
+    """Reads members of a zip after checking its directory: names, sizes, ratios, no extras."""
+
+    def __init__(self, zf: zipfile.ZipFile, where: str, limits: Limits) -> None:
+        self.zf, self.where, self.limits = zf, where, limits
+        infos = zf.infolist()
+        if len(infos) > limits.max_members:
+            raise ArtifactError(
+                f"{where}: the archive has {len(infos)} members, more than the limit "
+                f"{limits.max_members}; it is not a file byoc wrote"
+            )
+        self.infos: dict[str, zipfile.ZipInfo] = {}
+        total = 0
+        for info in infos:
+            self._check_info(info)
+            total += info.file_size
+            if total > limits.max_total:
+                raise ArtifactError(
+                    f"{where}: the members add up to more than {limits.max_total} bytes "
+                    "uncompressed; refusing to read it"
+                )
+            self.infos[info.filename] = info
+
+    def _check_info(self, info: zipfile.ZipInfo) -> None:
+        name, where, limits = info.filename, self.where, self.limits
+        if not _plain(name):
+            raise ArtifactError(
+                f"{where}: member name {name!r} is not a plain file name (no directories, "
+                "absolute paths or '..'); the file is damaged or hostile"
+            )
+        if name in self.infos:
+            raise ArtifactError(f"{where}: member {name!r} appears twice; the file is damaged")
+        if info.flag_bits & 0x1:
+            raise ArtifactError(f"{where}: member {name!r} is encrypted; byoc never writes that")
+        if info.flag_bits & ~_KNOWN_FLAGS:
+            raise ArtifactError(
+                f"{where}: member {name!r} has zip flags {info.flag_bits:#06x} that byoc never "
+                "writes (patched data, strong encryption, ...); the file is damaged"
+            )
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ArtifactError(
+                f"{where}: member {name!r} uses zip compression method {info.compress_type}; "
+                "byoc reads stored and deflated members only"
+            )
+        if info.file_size > limits.max_member:
+            raise ArtifactError(
+                f"{where}: member {name!r} declares {info.file_size} bytes, more than the limit "
+                f"{limits.max_member}"
+            )
+        stored = info.compress_type == zipfile.ZIP_STORED
+        if stored and info.compress_size != info.file_size:
+            raise ArtifactError(f"{where}: member {name!r} has inconsistent sizes; damaged file")
+        if info.file_size > limits.ratio_floor and (
+            info.file_size > limits.max_ratio * max(info.compress_size, 1)
+        ):
+            raise ArtifactError(
+                f"{where}: member {name!r} expands {info.compress_size} bytes to "
+                f"{info.file_size} (more than {limits.max_ratio}x); refusing a possible zip bomb"
+            )
+
+    def expect(self, names: set[str]) -> None:
+        """Every member the manifest names is there, and there is nothing else."""
+        missing = sorted(names - set(self.infos))
+        extra = sorted(set(self.infos) - names)
+        if missing:
+            raise ArtifactError(
+                f"{self.where}: {MANIFEST} names member(s) {', '.join(missing)} that the archive "
+                "lacks; the file is incomplete: recompile the model"
+            )
+        if extra:
+            raise ArtifactError(
+                f"{self.where}: the archive has member(s) {', '.join(extra[:5])} that "
+                f"{MANIFEST} does not name; the file was changed after byoc wrote it"
+            )
+
+    def read(self, name: str, cap: int) -> bytes:
+        info = self.infos.get(name)
+        if info is None:
+            raise ArtifactError(
+                f"{self.where}: no {name} in the archive; it is not a .byoc file "
+                "(write one with `byoc compile MODEL -o FILE.byoc`)"
+            )
+        if info.file_size > cap:
+            raise ArtifactError(
+                f"{self.where}: {name} declares {info.file_size} bytes, more than the limit {cap}"
+            )
+        try:
+            with self.zf.open(info) as fh:
+                data = fh.read(cap + 1)
+        except Exception as exc:  # zipfile and zlib raise many types on damaged input
+            raise ArtifactError(
+                f"{self.where}: member {name!r} cannot be read ({exc}); the file is damaged: "
+                "recompile the model"
+            ) from None
+        if len(data) != info.file_size:
+            raise ArtifactError(
+                f"{self.where}: member {name!r} has {len(data)} bytes, but the archive declares "
+                f"{info.file_size}; the file is damaged"
+            )
+        return data
+
+    def read_entry(self, entry: Mapping[str, Any]) -> bytes:
+        """A member named by the manifest, with its size and sha256 checked."""
+        name = entry["member"]
+        if self.infos[name].file_size != entry["size"]:
+            raise ArtifactError(
+                f"{self.where}: member {name!r} has {self.infos[name].file_size} bytes, but "
+                f"{MANIFEST} says {entry['size']}; the file is damaged: recompile the model"
+            )
+        data = self.read(name, entry["size"])
+        if hashlib.sha256(data).hexdigest() != entry["sha256"]:
+            raise ArtifactError(
+                f"{self.where}: member {name!r} does not match its sha256 in {MANIFEST}; the "
+                "file is damaged or was changed: recompile the model"
+            )
+        return data
+
+
+def _plain(name: str) -> bool:
+    return bool(_MEMBER.fullmatch(name)) and ".." not in name
+
+
+# ---------------------------------------------------------------------------------------------
+# the manifest's schema
+# ---------------------------------------------------------------------------------------------
+
+
+class Manifest:
+    """A checked ``manifest.json``: types, names, member entries, and the schedule's data flow."""
+
+    def __init__(self, data: Any, where: str) -> None:
+        self.where = where
+        top = self._dict(data, MANIFEST)
+        if top.get("format") != FORMAT:
+            raise ArtifactError(
+                f'{where}: {MANIFEST} does not say format "byoc"; it is not a .byoc file'
+            )
+        version = top.get("format_version")
+        if type(version) is not int or version < 1:
+            raise ArtifactError(f"{where}: format_version must be a positive int, got {version!r}")
+        if version > FORMAT_VERSION:
+            raise ArtifactError(
+                f"{where} has .byoc format version {version}, written by byoc "
+                f"{top.get('byoc_version', '?')}; this byoc ({__version__}) reads format "
+                f"version {FORMAT_VERSION} and older: upgrade byoc (pip install -U byoc)"
+            )
+        self.byoc_version = self._str(top.get("byoc_version"), "byoc_version")
+        self.backends: dict[str, dict[str, str]] = {}
+        for i, b in enumerate(self._list(top.get("backends"), "backends")):
+            b = self._dict(b, f"backends[{i}]")
+            entry = {k: self._str(b.get(k), f"backends[{i}].{k}") for k in _BACKEND_FIELDS}
+            if entry["name"] in self.backends:
+                raise self._bad(f"backend '{entry['name']}' is listed twice")
+            self.backends[entry["name"]] = entry
+        self.inputs = self._signature(top.get("inputs"), "inputs")
+        self.outputs = self._signature(top.get("outputs"), "outputs")
+        if not self.outputs:
+            raise self._bad("the model has no outputs")
+        self.constants = [
+            self._constant(c, i)
+            for i, c in enumerate(self._list(top.get("constants"), "constants"))
+        ]
+        self.fallback = self._dict(top.get("fallback"), "fallback")
+        config = self._dict(top.get("config"), "config")
+        self.units = [self._unit(u, i) for i, u in enumerate(self._list(top.get("units"), "units"))]
+        self._check_flow()
+        used = {u["backend"] for u in self.units}
+        self.config: dict[str, dict[str, Any]] = {}
+        for name in sorted(used - {FALLBACK}):
+            self.config[name] = self._dict(config.get(name), f"config.{name}")
+        self.tables: dict[str, dict[str, Any]] = {}
+
+    # -- checks ------------------------------------------------------------------------------
+
+    def _bad(self, what: str) -> ArtifactError:
+        return ArtifactError(
+            f"{self.where}: {MANIFEST} is not valid: {what}; the file is damaged or was edited: "
+            "recompile the model"
+        )
+
+    def _dict(self, value: Any, key: str) -> dict[str, Any]:
+        if not isinstance(value, dict):
+            raise self._bad(f"'{key}' must be an object, got {_short(value)}")
+        return value
+
+    def _list(self, value: Any, key: str) -> list[Any]:
+        if not isinstance(value, list):
+            raise self._bad(f"'{key}' must be a list, got {_short(value)}")
+        return value
+
+    def _str(self, value: Any, key: str) -> str:
+        if not isinstance(value, str) or not value or len(value) > 4096:
+            raise self._bad(f"'{key}' must be a non-empty string, got {_short(value)}")
+        return value
+
+    def _int(self, value: Any, key: str) -> int:
+        if type(value) is not int or value < 0:
+            raise self._bad(f"'{key}' must be a non-negative int, got {_short(value)}")
+        return value
+
+    def _names(self, value: Any, key: str) -> list[str]:
+        names = [self._str(v, f"{key}[{i}]") for i, v in enumerate(self._list(value, key))]
+        if len(set(names)) != len(names):
+            raise self._bad(f"'{key}' names a value twice: {names}")
+        return names
+
+    def _signature(self, value: Any, key: str) -> dict[str, TensorType | None]:
+        out: dict[str, TensorType | None] = {}
+        for i, item in enumerate(self._list(value, key)):
+            item = self._dict(item, f"{key}[{i}]")
+            name = self._str(item.get("name"), f"{key}[{i}].name")
+            if name in out:
+                raise self._bad(f"'{key}' names '{name}' twice")
+            dtype, shape = item.get("dtype"), item.get("shape")
+            if dtype is not None and dtype not in DTYPES:
+                raise self._bad(f"'{key}[{i}].dtype' is not an ONNX tensor dtype: {_short(dtype)}")
+            if shape is not None:
+                dims = self._list(shape, f"{key}[{i}].shape")
+                for d in dims:
+                    ok = d is None or (type(d) is int and d >= 0)
+                    if not ok and not (isinstance(d, str) and 0 < len(d) <= 256):
+                        raise self._bad(f"'{key}[{i}].shape' has a bad dim {_short(d)}")
+                shape = tuple(dims)
+            out[name] = TensorType(None if dtype is None else np.dtype(dtype), shape)
+        return out
+
+    def _member(self, value: Any, key: str) -> dict[str, Any]:
+        entry = self._dict(value, key)
+        member = self._str(entry.get("member"), f"{key}.member")
+        if not _plain(member) or member == MANIFEST:
+            raise self._bad(f"'{key}.member' is not a plain file name: {_short(member)}")
+        sha = self._str(entry.get("sha256"), f"{key}.sha256")
+        if not _SHA256.fullmatch(sha):
+            raise self._bad(f"'{key}.sha256' is not 64 lowercase hex digits: {_short(sha)}")
+        self._int(entry.get("size"), f"{key}.size")
+        return entry
+
+    def _constant(self, value: Any, i: int) -> dict[str, Any]:
+        entry = self._member(value, f"constants[{i}]")
+        self._str(entry.get("name"), f"constants[{i}].name")
+        if entry.get("dtype") not in DTYPES or entry["dtype"] in ("object", "str"):
+            raise self._bad(f"'constants[{i}].dtype' is not a numeric dtype")
+        shape = self._list(entry.get("shape"), f"constants[{i}].shape")
+        for d in shape:
+            self._int(d, f"constants[{i}].shape")
+        return entry
+
+    def _unit(self, value: Any, i: int) -> dict[str, Any]:
+        key = f"units[{i}]"
+        entry = self._member(value, key)
+        self._str(entry.get("name"), f"{key}.name")
+        backend = self._str(entry.get("backend"), f"{key}.backend")
+        if backend not in self.backends:
+            raise self._bad(f"'{key}.backend' is '{backend}', which 'backends' does not list")
+        entry["inputs"] = self._names(entry.get("inputs"), f"{key}.inputs")
+        entry["outputs"] = self._names(entry.get("outputs"), f"{key}.outputs")
+        if not entry["outputs"]:
+            raise self._bad(f"unit '{entry['name']}' has no outputs")
+        if "onnx" in entry:
+            self._member(entry["onnx"], f"{key}.onnx")
+        return entry
+
+    def _check_flow(self) -> None:
+        """Every value a unit reads is an input, a constant, or produced by an earlier unit."""
+        defined = set(self.inputs)
+        for c in self.constants:
+            if c["name"] in defined:
+                raise self._bad(f"constant '{c['name']}' is also defined elsewhere")
+            defined.add(c["name"])
+        names: set[str] = set()
+        for u in self.units:
+            if u["name"] in names:
+                raise self._bad(f"two units are named '{u['name']}'")
+            names.add(u["name"])
+            for v in u["inputs"]:
+                if v not in defined:
+                    raise self._bad(
+                        f"unit '{u['name']}' reads '{v}', which no input, constant or earlier "
+                        "unit produces"
+                    )
+            for v in u["outputs"]:
+                if v in defined:
+                    raise self._bad(f"unit '{u['name']}' produces '{v}', already defined")
+                defined.add(v)
+        for v in self.outputs:
+            if v not in defined:
+                raise self._bad(f"model output '{v}' is produced by no unit")
+        members = [m for m in self.members()]
+        if len(set(members)) != len(members):
+            raise self._bad("two entries name the same member")
+
+    def members(self) -> list[str]:
+        out = [u["member"] for u in self.units] + [c["member"] for c in self.constants]
+        return out + [u["onnx"]["member"] for u in self.units if "onnx" in u]
+
+    def check_backends(self, reg: Registry) -> None:
+        """Every backend the units use is installed and available; fill in their tables."""
+        for name in dict.fromkeys(u["backend"] for u in self.units):
+            saved = self.backends[name]
+            backend = reg.backends.get(name)
+            if backend is None:
+                dist = saved["distribution"]
+                raise ArtifactError(
+                    f"{self.where} needs backend '{name}' from {dist} {saved['version']}: "
+                    f"pip install {dist}"
+                )
+            reason = backend.unavailable_reason
+            if reason is not None:
+                raise ArtifactError(
+                    f"{self.where} needs backend '{name}', which is installed but unavailable: "
+                    f"{reason}"
+                )
+            if name != FALLBACK and backend.version != saved["version"]:
+                warnings.warn(
+                    f"{self.where} was built with {saved['distribution']} {saved['version']}, "
+                    f"installed is {backend.distribution} {backend.version}; if it does not "
+                    "load or run, recompile the model",
+                    stacklevel=3,
+                )
+        try:
+            self.tables[FALLBACK] = _check_table(
+                dict(self.fallback), FALLBACK_KEYS, "fallback", self.where
+            )
+            for name, table in self.config.items():
+                options = reg.backends[name].options
+                self.tables[name] = _backend_table(name, table, options, self.where)
+        except ConfigError as exc:
+            raise ArtifactError(
+                f"{exc}; the saved configuration does not suit the installed backend: "
+                "recompile the model"
+            ) from None
+
+    def limit_threads(self, reg: Registry, threads: int) -> None:
+        """Run with at most ``threads`` threads: onnxruntime's and each backend's own option."""
+        self.tables[FALLBACK]["intra_op_num_threads"] = threads
+        for name, table in self.tables.items():
+            if name != FALLBACK and "threads" in reg.backends[name].options:
+                table["threads"] = threads
+
+
+def _backend_table(
+    name: str, table: Mapping[str, Any], options: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    given = {k: v for k, v in table.items() if v is not None}  # None: the default
+    cfg = Config(backend={name: given}, source=where)
+    return cfg.backend_table(name, options)
+
+
+_BACKEND_FIELDS = ("name", "distribution", "version")
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
