@@ -18,6 +18,7 @@ not per sample.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -35,7 +36,8 @@ from byoc.testing.models import fetch
 from machine import print_machine
 from models import config_for
 
-LAYOUTS = [(1, 2), (2, 1)]  # (workers, threads): all of a 2-core machine either way
+CORES = os.cpu_count() or 1
+LAYOUTS = [(1, CORES), (CORES, 1)]  # (workers, threads): all of the machine's cores either way
 
 
 def make_samples(compiled: Any, count: int, directory: Path) -> None:

@@ -112,7 +112,7 @@ def test_byoc_batch_joins_a_cluster_writes_outputs_and_skips_bad_samples(
             )
 
 
-def test_byoc_batch_compiles_once_and_workers_load_the_shipped_file(
+def test_workers_load_the_shipped_file_and_refuse_what_does_not_load(
     cluster: str, tmp_path: Path
 ) -> None:
     proto = model()

@@ -103,22 +103,23 @@ def run_samples(model: Any, samples: Sequence[Sample]) -> list[Sample | Exceptio
     stacked run, which is split back along dim 0; when an output does not have the stacked rows
     in dim 0, or the stacked run fails, the samples run one at a time, so a bad one fails alone.
     """
-    results: list[Sample | Exception | None] = [None] * len(samples)
+    stacked: dict[int, Sample] = {}
     if batch_dim_free(model.inputs) and len(samples) > 1:
         groups: dict[tuple[Any, ...], _Group] = {}
         for i, sample in enumerate(samples):
+            rows = {a.shape[0] for a in sample.values()}
+            if len(rows) != 1:  # inputs disagree on the rows: no telling how to split
+                continue
             key = tuple((n, a.shape[1:], a.dtype.str) for n, a in sample.items())
             group = groups.setdefault(key, _Group())
             group.indices.append(i)
-            group.rows.append(next(iter(sample.values())).shape[0])
+            group.rows.append(rows.pop())
         for group in groups.values():
             if len(group.indices) > 1:
                 for i, out in zip(group.indices, _stacked(model, samples, group), strict=True):
-                    results[i] = out
-    for i, sample in enumerate(samples):
-        if results[i] is None:
-            results[i] = _one(model, sample)
-    return [r for r in results if r is not None]
+                    if out is not None:
+                        stacked[i] = out
+    return [stacked[i] if i in stacked else _one(model, s) for i, s in enumerate(samples)]
 
 
 def _stacked(model: Any, samples: Sequence[Sample], group: _Group) -> list[Sample | None]:

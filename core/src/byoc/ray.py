@@ -256,28 +256,28 @@ def _drive(
 
     todo = chunks()
     pending: dict[Any, tuple[Any, list[str]]] = {}
-    load = dict.fromkeys(range(len(pool)), 0)
+    in_flight = dict.fromkeys(range(len(pool)), 0)  # chunks per live worker
 
     def submit() -> None:
         chunk = next(todo, None)
         if chunk is not None:
-            worker = min(load, key=load.__getitem__)
+            worker = min(in_flight, key=in_flight.__getitem__)
             pending[pool[worker].run.remote(chunk[1])] = (worker, chunk[0])
-            load[worker] += 1
+            in_flight[worker] += 1
 
     for _ in range(2 * len(pool)):
         submit()
     while pending:
         [ref], _ = ray.wait(list(pending), num_returns=1)
         worker, names = pending.pop(ref)
-        if worker in load:
-            load[worker] -= 1
+        if worker in in_flight:
+            in_flight[worker] -= 1
         try:
             results = ray.get(ref)
         except ray.exceptions.RayError as exc:
             results = [f"its worker failed: {_cause(exc)}"] * len(names)
-            load.pop(worker, None)  # a dead actor gets no more work
-            if not load:
+            in_flight.pop(worker, None)  # a dead actor gets no more work
+            if not in_flight:
                 raise ByocError(f"every Ray worker failed; the last: {_cause(exc)}") from None
         for name, out in zip(names, results, strict=True):
             if isinstance(out, str):
