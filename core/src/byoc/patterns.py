@@ -10,6 +10,13 @@ so every use of it must be the same value, and ``wildcard()(*inputs)`` is TVM's 
 node of any op type (ONNX domain) whose inputs match. ``const()`` matches a constant value, and
 ``p | q`` tries ``p`` then ``q``. ``commutative=True`` also tries a binary op's inputs swapped.
 
+Bindings: ``wildcard("x")``, ``const("bias")`` and ``p.named("conv")`` record the value they
+matched, so a check reads ``match.bound["bias"]`` (a value name), ``match.constant("bias")``
+or ``match.producer("conv")`` instead of searching the match by op type. A name used twice
+must match the same value both times: ``op("Mul", conv.named("x"), op("Sigmoid",
+wildcard("x")))`` is ``x * sigmoid(x)`` for that very x. ``const(value=3.0)`` matches only a
+one-element constant equal to 3.
+
 A pattern table is a list of ``(name, pattern)`` or ``(name, pattern, check)`` entries.
 """
 
@@ -20,12 +27,18 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import numpy as np
+
     from byoc.graph import Graph, NodeView
 
 
 class Pattern:
     def __or__(self, other: Pattern) -> Pattern:
         return Alt((self, other))
+
+    def named(self, name: str) -> Named:
+        """This pattern, binding the value it matches to ``name``."""
+        return Named(name, self)
 
     def _match(self, graph: Graph, value: str, state: _State) -> Iterator[_State]:
         raise NotImplementedError
@@ -61,9 +74,33 @@ class Wildcard(Pattern):
 
 @dataclass(frozen=True)
 class Const(Pattern):
+    name: str | None = None
+    value: float | None = None  # a one-element constant equal to this (to 1e-6, relative)
+
     def _match(self, graph: Graph, value: str, state: _State) -> Iterator[_State]:
-        if graph.is_constant(value):
-            yield state
+        if graph.is_constant(value) and (self.value is None or self._equal(graph, value)):
+            new = state.bind(self.name, value) if self.name else state
+            if new is not None:
+                yield new
+
+    def _equal(self, graph: Graph, value: str) -> bool:
+        array = graph.constant(value)
+        if array is None or array.size != 1 or array.dtype.kind not in "fiu":
+            return False
+        expected = float(self.value or 0.0)
+        return abs(float(array.reshape(())) - expected) <= 1e-6 * max(1.0, abs(expected))
+
+
+@dataclass(frozen=True)
+class Named(Pattern):
+    name: str
+    pattern: Pattern
+
+    def _match(self, graph: Graph, value: str, state: _State) -> Iterator[_State]:
+        for inner in self.pattern._match(graph, value, state):
+            new = inner.bind(self.name, value)
+            if new is not None:
+                yield new
 
 
 @dataclass(frozen=True)
@@ -144,9 +181,10 @@ def wildcard(name: str | None = None) -> Wildcard:
     return Wildcard(name)
 
 
-def const() -> Const:
-    """Match a constant value (initializer, Constant node, Cast of a constant)."""
-    return Const()
+def const(name: str | None = None, value: float | None = None) -> Const:
+    """Match a constant value (initializer, Constant node, Cast of a constant); a name binds
+    it; with ``value``, only a one-element constant equal to it (``const(value=0.5)``)."""
+    return Const(name, value)
 
 
 @dataclass
@@ -156,6 +194,7 @@ class Match:
     name: str
     graph: Graph
     members: list[int]  # node indices, topological order; the root is last
+    bound: dict[str, str] = field(default_factory=dict)  # pattern name -> ONNX value name
 
     @property
     def nodes(self) -> list[NodeView]:
@@ -168,15 +207,40 @@ class Match:
     def by_op(self, op_type: str) -> list[NodeView]:
         return [v for v in self.nodes if v.op_type == op_type]
 
+    def _value(self, name: str) -> str:
+        if name not in self.bound:
+            raise KeyError(
+                f"pattern {self.name!r} binds no {name!r}; it binds {sorted(self.bound)}"
+            )
+        return self.bound[name]
 
-def match_at(pattern: Pattern, graph: Graph, index: int) -> Iterator[list[int]]:
-    """Every way ``pattern`` matches with its root at node ``index``, as sorted member lists."""
-    if not isinstance(pattern, Op | Alt):
-        return
-    options = pattern.options if isinstance(pattern, Alt) else (pattern,)
-    for option in options:
-        if isinstance(option, Op):
-            for state in option.match_node(graph, index, _State()):
-                yield sorted(state.members)
-        else:
-            yield from match_at(option, graph, index)
+    def constant(self, name: str) -> np.ndarray | None:
+        """The value bound to ``name`` when it is a constant, else None."""
+        return self.graph.constant(self._value(name))
+
+    def producer(self, name: str) -> NodeView:
+        """The node inside the match that produced the value bound to ``name``."""
+        index = self.graph.producer.get(self._value(name))
+        if index is None or index not in self.members:
+            raise KeyError(f"pattern {self.name!r}: {name!r} is not produced inside the match")
+        return self.graph.view(index)
+
+
+def match_at(pattern: Pattern, graph: Graph, index: int, name: str = "") -> Iterator[Match]:
+    """Every way ``pattern`` matches with its root at node ``index`` (members sorted)."""
+    for state in _at(pattern, graph, index):
+        yield Match(name, graph, sorted(state.members), dict(state.bound))
+
+
+def _at(pattern: Pattern, graph: Graph, index: int) -> Iterator[_State]:
+    if isinstance(pattern, Op):
+        yield from pattern.match_node(graph, index, _State())
+    elif isinstance(pattern, Alt):
+        for option in pattern.options:
+            yield from _at(option, graph, index)
+    elif isinstance(pattern, Named):
+        root = graph.nodes[index].output[0]
+        for state in _at(pattern.pattern, graph, index):
+            new = state.bind(pattern.name, root)
+            if new is not None:
+                yield new

@@ -13,10 +13,12 @@ import onnx
 from byoc.config import Config, load_config
 from byoc.errors import ConfigError
 from byoc.graph import Graph, read_model, specialize
+from byoc.passes import PassState, run_pass
 from byoc.passes.annotate import Candidate, annotate_target
 from byoc.passes.merge_composite import merge_composite
-from byoc.passes.merge_regions import Regions, merge_compiler_regions
+from byoc.passes.merge_regions import Regions, grow, merge_compiler_regions
 from byoc.passes.partition import partition_graph
+from byoc.passes.prune import PruneRule, prune_regions
 from byoc.plan import FALLBACK, Composite, Decision, Partition, Plan
 from byoc.plugins import ENV_VAR, Backend, Registry, registry
 
@@ -91,9 +93,6 @@ def partition(
     active, skipped = resolve_backends(cfg, reg)
     source = read_model(model)  # 1. load: names, order, then [shapes] and shape inference
     graph = Graph(specialize(source, cfg.shapes))
-    n = len(graph.nodes)
-    labels: list[str | None] = [None] * n
-    refusals: dict[int, list[tuple[str, str]]] = {}
     vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items() if k in graph.index}
     candidates = [
         Candidate(
@@ -103,40 +102,56 @@ def partition(
     ]
     allowed = {c.name: c.allowed for c in candidates}
     tables = [(a.name, reg.pattern_table(a.name, a.table)) for a in active]
-    matches = merge_composite(  # 2. MergeComposite
-        graph,
+    rules = {
+        a.name: PruneRule(
+            a.table["min_partition_nodes"], a.backend.prune if a.table["prune"] else None
+        )
+        for a in active
+    }
+    state = PassState.start(graph)
+    state = run_pass(  # 2. MergeComposite
+        "MergeComposite",
+        merge_composite,
+        state,
         tables,
         lambda b, i: vetoed.get(i, {}).get(b) or allowed[b](graph.nodes[i].op_type),
-        refusals,
     )
-    for m in matches:
-        for member in m.members:
-            labels[member] = m.backend
-    annotate_target(graph, candidates, labels, refusals, vetoed)  # 3. AnnotateTarget
-    regions = Regions(graph, labels, [m.members for m in matches])
-    merge_compiler_regions(regions)  # 4. MergeCompilerRegions
-    kept = _prune(graph, regions, labels, {a.name: a for a in active}, refusals)
+    state = run_pass("AnnotateTarget", annotate_target, state, candidates, vetoed)  # 3.
+    state = run_pass("MergeCompilerRegions", merge_compiler_regions, state)  # 4.
+    state = run_pass("Prune", prune_regions, state, rules)
+    units = run_pass("PartitionGraph", _partition_graph, state, source)  # 5. PartitionGraph
+    if len(units) == 1 and units[0].backend == FALLBACK:
+        as_read(units[0], source)
+    plan = _plan(state, units, skipped, cfg)
+    plan.source = source
+    return plan
+
+
+def _partition_graph(state: PassState, source: onnx.ModelProto) -> list[Partition]:
+    """The kept regions, and what is left grouped into as few onnxruntime sessions as the
+    cycle check allows, as partitions in run order."""
+    graph, labels = state.graph, state.labels
     fallback = [
         FALLBACK if lab is None and i not in graph.const_nodes else None
         for i, lab in enumerate(labels)
     ]
-    for k, (_, nodes) in enumerate(kept):  # partitions are contracted units in the cycle check
+    for k, nodes in enumerate(state.regions):  # partitions are contracted units in the cycle check
         for i in nodes:
             fallback[i] = f"{FALLBACK}:partition {k}"  # a label of its own: never merged
-    leftover = Regions(graph, fallback, [nodes for _, nodes in kept])
-    merge_compiler_regions(leftover, any_pair=True)  # the fallback: few onnxruntime sessions
-    composites = [Composite(m.name, tuple(graph.nodes[i].name for i in m.members)) for m in matches]
-    units = partition_graph(  # 5. PartitionGraph
+    leftover = Regions(graph, fallback, state.regions)
+    grow(leftover, any_pair=True)
+    composites = [
+        Composite(m.name, tuple(graph.nodes[i].name for i in m.members), m.bound)
+        for m in state.matches
+        if labels[m.members[-1]] is not None
+    ]
+    kept = [(labels[r[0]] or FALLBACK, list(r)) for r in state.regions]
+    return partition_graph(
         graph,
         kept + [(FALLBACK, r) for r in leftover.regions() if fallback[r[0]] == FALLBACK],
-        [c for c in composites if labels[graph.index[c.nodes[-1]]] is not None],
+        composites,
         declared={v.name: v for v in source.graph.input},
     )
-    if len(units) == 1 and units[0].backend == FALLBACK:
-        as_read(units[0], source)
-    plan = _plan(graph, units, labels, refusals, matches, skipped, cfg, regions.blocked)
-    plan.source = source
-    return plan
 
 
 def as_read(unit: Partition, source: onnx.ModelProto) -> None:
@@ -158,59 +173,20 @@ def as_read(unit: Partition, source: onnx.ModelProto) -> None:
     unit.outputs = outputs
 
 
-def _prune(
-    graph: Graph,
-    regions: Regions,
-    labels: list[str | None],
-    active: dict[str, Active],
-    refusals: dict[int, list[tuple[str, str]]],
-) -> list[tuple[str, list[int]]]:
-    """Send regions below a backend's minimum size (or refused by its prune) to the fallback."""
-    kept = []
-    for nodes in regions.regions():
-        backend = labels[nodes[0]]
-        assert backend is not None
-        a = active[backend]
-        reason = None
-        if len(nodes) < a.table["min_partition_nodes"]:
-            reason = (
-                f"pruned: its partition has {len(nodes)} node(s), fewer than "
-                f"min_partition_nodes = {a.table['min_partition_nodes']}"
-            )
-        elif a.backend.prune is not None and a.table["prune"]:
-            pruned = a.backend.prune([graph.view(i) for i in nodes])
-            reason = f"pruned: {pruned}" if pruned else None
-        if reason is None:
-            kept.append((backend, nodes))
-            continue
-        for i in nodes:
-            labels[i] = None
-            refusals.setdefault(i, []).append((backend, reason))
-    return kept
-
-
-def _plan(
-    graph: Graph,
-    units: list[Any],
-    labels: list[str | None],
-    refusals: dict[int, list[tuple[str, str]]],
-    matches: list[Any],
-    skipped: dict[str, str],
-    cfg: Config,
-    blocked: Mapping[tuple[int, int], int] | None = None,
-) -> Plan:
-    composite_of = {i: m.name for m in matches for i in m.members if labels[i] is not None}
+def _plan(state: PassState, units: list[Partition], skipped: dict[str, str], cfg: Config) -> Plan:
+    graph, labels = state.graph, state.labels
+    composite_of = {i: m.name for m in state.matches for i in m.members if labels[i] is not None}
     owner = {name: u for u in units for name in u.nodes}
-    for (a, b), via in (blocked or {}).items():  # producer-first merges a cycle stopped
+    cycles = []
+    for (a, b), via in state.blocked.items():  # producer-first merges a cycle stopped
         ua, ub = owner.get(graph.nodes[a].name), owner.get(graph.nodes[b].name)
         if ua and ub and ua is not ub and ua.backend == ub.backend != FALLBACK:
-            refusals.setdefault(b, []).append(
-                (
-                    ub.backend,
-                    f"kept out of {ua.name} (the partition of '{graph.nodes[a].name}'): "
-                    f"merging would create a cycle through '{graph.nodes[via].name}'",
-                )
+            reason = (
+                f"kept out of {ua.name} (the partition of '{graph.nodes[a].name}'): "
+                f"merging would create a cycle through '{graph.nodes[via].name}'"
             )
+            cycles.append((b, ub.backend, reason))
+    refusals = state.refused(cycles)
     decisions: dict[str, Decision] = {}
     fallback_nodes: list[str] = []
     for i, node in enumerate(graph.nodes):

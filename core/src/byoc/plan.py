@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -19,6 +20,8 @@ class Composite:
 
     name: str
     nodes: tuple[str, ...]  # member node names in topological order; the root is last
+    # the values the pattern named (``wildcard("x")``, ``const("bias")``, ``p.named(...)``)
+    bound: Mapping[str, str] = field(default_factory=dict, hash=False)
 
 
 @dataclass

@@ -244,6 +244,24 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
     claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
 
 
+def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:
+    """0.5 in the inner Mul and 1/sqrt(2) outside is not GELU: the pattern asks for each value
+    where it stands, not for a Mul by that number anywhere in the match."""
+    consts = {"inner": np.float32(0.5), "one": np.float32(1.0), "outer": np.float32(2**-0.5)}
+    nodes = [
+        node("Conv", ["x", "w0", "b0"], "h", pads=[1, 1, 1, 1]),
+        node("Mul", ["h", "inner"], "e0"),
+        node("Erf", ["e0"], "e1"),
+        node("Add", ["e1", "one"], "e2"),
+        node("Mul", ["h", "e2"], "e3"),
+        node("Mul", ["e3", "outer"], "y"),
+    ]
+    stem = conv_stem()[1]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], {**consts, **stem})
+    report = assert_matches_onnxruntime(model, DNNL)
+    assert "dnnl.gelu" not in {d.composite for d in report.plan.decisions.values()}
+
+
 def avx2() -> bool:
     try:
         with open("/proc/cpuinfo") as f:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from byoc.graph import SUBGRAPH_OPS, Graph
+from byoc.graph import SUBGRAPH_OPS
+from byoc.passes import PassState
 
 
 @dataclass
@@ -28,12 +30,10 @@ class Candidate:
 
 
 def annotate_target(
-    graph: Graph,
+    state: PassState,
     candidates: list[Candidate],
-    labels: list[str | None],
-    refusals: dict[int, list[tuple[str, str]]],
     vetoed: Mapping[int, Mapping[str, str]] | None = None,
-) -> None:
+) -> PassState:
     """Label each unlabelled node with the first backend whose check accepts it.
 
     Rules: composite members are already labelled; constants (initializers, Constant, Cast of a
@@ -43,14 +43,17 @@ def annotate_target(
     returns None. Nodes nobody claims keep the label None (the fallback). Every refusal is
     recorded with its reason.
     """
+    graph = state.graph
+    labels = list(state.labels)
+    refusals: list[tuple[int, str, str]] = []
     for i, node in enumerate(graph.nodes):
         if labels[i] is not None or i in graph.const_nodes:
             continue
         if node.op_type in SUBGRAPH_OPS:
-            refusals.setdefault(i, []).append(("*", "nodes with subgraphs stay on onnxruntime"))
+            refusals.append((i, "*", "nodes with subgraphs stay on onnxruntime"))
             continue
         if node.domain not in ("", "ai.onnx"):
-            refusals.setdefault(i, []).append(("*", f"op domain '{node.domain}' is not claimed"))
+            refusals.append((i, "*", f"op domain '{node.domain}' is not claimed"))
             continue
         view = graph.view(i)
         for cand in candidates:
@@ -66,4 +69,5 @@ def annotate_target(
             if reason is None:
                 labels[i] = cand.name
                 break
-            refusals.setdefault(i, []).append((cand.name, reason))
+            refusals.append((i, cand.name, reason))
+    return dataclasses.replace(state, labels=tuple(labels), refusals=state.refused(refusals))

@@ -2,27 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from byoc.graph import Graph
-from byoc.patterns import Match, match_at
+from byoc.passes import CompositeMatch, PassState
+from byoc.patterns import Match, Pattern, match_at
 
-
-@dataclass
-class CompositeMatch:
-    backend: str
-    name: str
-    members: list[int]  # topological order; the root is last
+Table = list[tuple[str, Pattern, Callable[[Match], str | None] | None]]
 
 
 def merge_composite(
-    graph: Graph,
-    tables: list[tuple[str, list[tuple[str, object, Callable[[Match], str | None] | None]]]],
+    state: PassState,
+    tables: list[tuple[str, Table]],
     allowed: Callable[[str, int], str | None],
-    refusals: dict[int, list[tuple[str, str]]],
-) -> list[CompositeMatch]:
-    """Find composite matches, backends in priority order and each table in its order.
+) -> PassState:
+    """Find composite matches, backends in priority order and each table in its order; label
+    their members with the backend.
 
     Rules: the first pattern (of the first backend) to match a node wins; a match is rejected
     when one of its interior (non-root) values is used outside it or is a graph output, when it
@@ -30,30 +26,42 @@ def merge_composite(
     (``allowed(backend, node index)`` gives the reason), or when the pattern's check refuses.
     Refusals are recorded per root node for ``byoc explain``.
     """
-    taken: set[int] = set()
+    graph = state.graph
+    taken = {m for c in state.matches for m in c.members}  # matches made before stay
     found: list[CompositeMatch] = []
+    refusals: list[tuple[int, str, str]] = []
     outputs = set(graph.outputs)
     for backend, table in tables:
         for name, pattern, check in table:
             for root in range(len(graph.nodes)):
                 if root in taken or root in graph.const_nodes:
                     continue
-                for members in match_at(pattern, graph, root):  # type: ignore[arg-type]
-                    reason = _refuse(graph, members, root, taken, outputs)
+                for match in match_at(pattern, graph, root, name):
+                    reason = _refuse(graph, match.members, root, taken, outputs)
                     if reason is None:
-                        reason = next(filter(None, (allowed(backend, m) for m in members)), None)
+                        vetoes = (allowed(backend, m) for m in match.members)
+                        reason = next(filter(None, vetoes), None)
                     if reason is None and check is not None:
                         try:
-                            reason = check(Match(name, graph, members))
+                            reason = check(match)
                         except Exception as exc:
                             reason = f"check raised {type(exc).__name__}: {exc}"
                     if reason is not None:
-                        refusals.setdefault(root, []).append((backend, f"pattern {name}: {reason}"))
+                        refusals.append((root, backend, f"pattern {name}: {reason}"))
                         continue
-                    found.append(CompositeMatch(backend, name, members))
-                    taken.update(members)
+                    found.append(CompositeMatch(backend, name, tuple(match.members), match.bound))
+                    taken.update(match.members)
                     break
-    return found
+    labels = list(state.labels)
+    for m in found:
+        for member in m.members:
+            labels[member] = m.backend
+    return dataclasses.replace(
+        state,
+        labels=tuple(labels),
+        refusals=state.refused(refusals),
+        matches=(*state.matches, *found),
+    )
 
 
 def _refuse(

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+from collections.abc import Iterable, Sequence
 
 from byoc.graph import Graph
+from byoc.passes import PassState
 
 _MAX_ANY_PAIR = 64  # the any-pair pass is quadratic: try it on the first regions only
 
@@ -18,7 +20,9 @@ class Regions:
     ``blocked``: ``(a, b) -> a node on the path``, for ``byoc explain``.
     """
 
-    def __init__(self, graph: Graph, labels: list[str | None], groups: Iterable[list[int]]) -> None:
+    def __init__(
+        self, graph: Graph, labels: Sequence[str | None], groups: Iterable[Sequence[int]]
+    ) -> None:
         self.graph = graph
         self.labels = labels
         self.parent = list(range(len(graph.nodes)))
@@ -91,7 +95,19 @@ class Regions:
         return sorted((sorted(m) for m in self.members.values()), key=lambda m: m[0])
 
 
-def merge_compiler_regions(regions: Regions, any_pair: bool = False) -> None:
+def merge_compiler_regions(state: PassState) -> PassState:
+    """MergeCompilerRegions: the labelled nodes, each composite starting as one region, grown
+    by ``grow`` into ``state.regions``; merges a cycle stopped go to ``state.blocked``."""
+    regions = Regions(state.graph, state.labels, [m.members for m in state.matches])
+    grow(regions)
+    return dataclasses.replace(
+        state,
+        regions=tuple(tuple(r) for r in regions.regions()),
+        blocked={**state.blocked, **regions.blocked},
+    )
+
+
+def grow(regions: Regions, any_pair: bool = False) -> None:
     """Merge regions greedily: producers first, then siblings.
 
     Rules: in topological order, each labelled node tries to join the region of each producer

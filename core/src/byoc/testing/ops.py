@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from byoc.patterns import Alt, Const, Op, Pattern, Wildcard
+from byoc.patterns import Alt, Const, Named, Op, Pattern, Wildcard
 from byoc.testing.build import IR_VERSION
 
 A = (1, 4, 6, 6)  # the activation every case reads: NCHW, small
@@ -198,6 +198,12 @@ class _Builder:
             if pattern.name:
                 self.bound[pattern.name] = name
             return name
+        if isinstance(pattern, Named):  # one value for every use of the name
+            if pattern.name not in self.bound:
+                self.bound[pattern.name] = self.value(pattern.pattern, spec)
+            return self.bound[pattern.name]
+        if isinstance(pattern, Const) and pattern.value is not None:
+            return self.leaf(In((), spec.dtype, pattern.value), constant=True)
         if isinstance(pattern, Const):
             return self.leaf(spec, constant=True)
         assert isinstance(pattern, Op), f"unknown pattern {pattern!r}"
@@ -215,18 +221,21 @@ class _Builder:
             names = [self.leaf(s) for s in case.inputs]
         else:
             specs = list(case.inputs) + [In()] * (len(subs) - len(case.inputs))
-            order = sorted(range(len(subs)), key=lambda i: not isinstance(subs[i], Op | Alt))
+            order = sorted(range(len(subs)), key=lambda i: not _computed(subs[i]))
             names = [""] * len(subs)
             for i in order:  # computed inputs first: constants then fit their shapes
                 spec = specs[i]
                 computed = [n for n in names if n]
-                if case.elementwise and computed and not isinstance(subs[i], Op | Alt):
+                if case.elementwise and computed and not _computed(subs[i]):
                     spec = self._broadcast(computed[0], subs[i])
                 names[i] = self.value(subs[i], spec)
         return self.add(op_type, names, case, pattern.attrs)[0]
 
     def _broadcast(self, value: str, pattern: Pattern) -> In:
+        pattern = pattern.pattern if isinstance(pattern, Named) else pattern
         shape = self.shape_of(value)
+        if isinstance(pattern, Const) and pattern.value is not None:
+            return In(())
         if isinstance(pattern, Const) and len(shape) == 4:
             return In((1, shape[1], 1, 1))
         if isinstance(pattern, Const) and shape:
@@ -257,3 +266,10 @@ class _Builder:
             if out.name in known:
                 out.CopyFrom(known[out.name])
         return model
+
+
+def _computed(pattern: Pattern) -> bool:
+    """The pattern stands for a node's output (built before the constants that fit it)."""
+    if isinstance(pattern, Named):
+        return _computed(pattern.pattern)
+    return isinstance(pattern, Op | Alt)

@@ -260,16 +260,6 @@ def supported_ops(config: Mapping[str, Any]) -> dict[str, Check]:
 # -- composite patterns ---------------------------------------------------------------------
 
 
-def _scalar(match: Match, op_type: str, index: int, value: float) -> bool:
-    for node in match.by_op(op_type):
-        for i in range(len(node.inputs)):
-            c = node.const(i)
-            hit = c is not None and c.size == 1 and (index < 0 or i == index)
-            if hit and abs(float(c.reshape(())) - value) < 1e-6:
-                return True
-    return False
-
-
 def _members_ok(match: Match) -> str | None:
     """Every member passes its own single-op check (types, attributes)."""
     checks = supported_ops({})
@@ -280,73 +270,41 @@ def _members_ok(match: Match) -> str | None:
     return None
 
 
-def _one_source(match: Match) -> str | None:
-    """An activation idiom reads one value: the match has a single non-constant input."""
-    produced = {o for n in match.nodes for o in n.outputs}
-    outside = {
-        name
-        for n in match.nodes
-        for i, name in enumerate(n.inputs)
-        if name and name not in produced and n.const(i) is None
-    }
-    if len(outside) != 1:
-        return "the activation does not read the value it scales"
-    return _members_ok(match)
+def _hardswish(x: Pattern) -> Pattern:
+    """``x * clip(x + 3, 0, 6) / 6``, where ``x`` binds the name "x" (read twice)."""
+    plus3 = op("Add", wildcard("x"), const(value=3.0), commutative=True)
+    clip = op("Clip", plus3, const(value=0.0), const(value=6.0))
+    return op("Div", op("Mul", x, clip, commutative=True), const(value=6.0))
 
 
-def _hardswish_check(match: Match) -> str | None:
-    """x * clip(x + 3, 0, 6) / 6."""
-    if not (_scalar(match, "Add", -1, 3.0) and _scalar(match, "Div", 1, 6.0)):
-        return "not x * clip(x + 3, 0, 6) / 6"
-    clip = match.by_op("Clip")[0]
-    lo, hi = clip.const(1), clip.const(2)
-    if lo is None or hi is None or float(lo) != 0.0 or float(hi) != 6.0:
-        return "Clip bounds are not 0 and 6"
-    return _one_source(match)
-
-
-def _gelu_check(match: Match) -> str | None:
-    """0.5 * x * (1 + erf(x / sqrt(2)))."""
-    scaled = _scalar(match, "Div", 1, float(np.sqrt(2.0))) or _scalar(
-        match, "Mul", -1, float(1 / np.sqrt(2.0))
-    )
-    if not (scaled and _scalar(match, "Add", -1, 1.0) and _scalar(match, "Mul", -1, 0.5)):
-        return "not 0.5 * x * (1 + erf(x / sqrt(2)))"
-    return _one_source(match)
-
-
-def _hardswish(x: Pattern, again: Pattern | None = None) -> Pattern:
-    """``x * clip(x + 3, 0, 6) / 6``; ``again`` is the second use of x (``_one_source`` checks
-    an unnamed one is x)."""
-    again = again or wildcard()
-    clip = op("Clip", op("Add", again, const(), commutative=True), const(), const())
-    return op("Div", op("Mul", x, clip, commutative=True), const())
-
-
-def _swish(x: Pattern, again: Pattern | None = None) -> Pattern:
-    return op("Mul", x, op("Sigmoid", again or wildcard()), commutative=True)
+def _swish(x: Pattern) -> Pattern:
+    """``x * sigmoid(x)``, where ``x`` binds the name "x"."""
+    return op("Mul", x, op("Sigmoid", wildcard("x")), commutative=True)
 
 
 def _gelu(x: Pattern) -> Pattern:
     """``0.5 * x * (1 + erf(x / sqrt(2)))`` in its two usual spellings; x is a named wildcard."""
-    inner = op("Div", x, const()) | op("Mul", x, const(), commutative=True)
-    erf1 = op("Add", op("Erf", inner), const(), commutative=True)
-    form_a = op("Mul", op("Mul", x, erf1, commutative=True), const(), commutative=True)
-    form_b = op("Mul", op("Mul", x, const(), commutative=True), erf1, commutative=True)
+    root2 = float(np.sqrt(2.0))
+    inner = op("Div", x, const(value=root2)) | op(
+        "Mul", x, const(value=1 / root2), commutative=True
+    )
+    erf1 = op("Add", op("Erf", inner), const(value=1.0), commutative=True)
+    half = const(value=0.5)
+    form_a = op("Mul", op("Mul", x, erf1, commutative=True), half, commutative=True)
+    form_b = op("Mul", op("Mul", x, half, commutative=True), erf1, commutative=True)
     return form_a | form_b
-
-
-def _conv_check(match: Match) -> str | None:
-    return _members_ok(match)
 
 
 def _residual_check(match: Match) -> str | None:
     """The residual operand of the sum is a computed tensor of the conv's output shape."""
-    add = match.by_op("Add")[-1]
+    add = match.producer("sum")
+    out = add.output_type(0)
+    if match.constant("residual") is not None:
+        return "the residual operand is a constant"
     for i in range(2):
-        t, out = add.input_type(i), add.output_type(0)
-        if add.const(i) is not None or t is None or out is None or t.shape != out.shape:
-            return "the residual operand is a constant or is broadcast"
+        t = add.input_type(i)
+        if t is None or out is None or t.shape != out.shape:
+            return "the residual operand is broadcast"
     return _members_ok(match)
 
 
@@ -364,31 +322,31 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
     conv_bias = op("Add", conv, const(), commutative=True)
     biased = conv_bias | op("Conv", wildcard(), const(), const())  # the bias is Add or Conv's B
     act_ops = {"Relu", "Clip", "Sigmoid", "Tanh", "LeakyRelu", "HardSigmoid", "HardSwish", "Elu"}
-    residual = op("Add", conv | bn | conv_bias, wildcard(), commutative=True)
+    residual = op("Add", conv | bn | conv_bias, wildcard("residual"), commutative=True).named("sum")
     matmul = op("MatMul", wildcard(), const())
     matmul_bias = op("Add", matmul, const(), commutative=True)
     return [
         ("dnnl.conv2d_bias_sum_relu", op("Relu", residual), _residual_check),
         ("dnnl.conv2d_bias_sum", residual, _residual_check),
-        ("dnnl.conv2d_bn_hardswish", _hardswish(bn), _hardswish_check),
-        ("dnnl.conv2d_bias_hardswish", _hardswish(biased), _hardswish_check),
-        ("dnnl.conv2d_hardswish", _hardswish(conv_nobias), _hardswish_check),
-        ("dnnl.conv2d_bn_swish", _swish(bn), _one_source),
-        ("dnnl.conv2d_bias_swish", _swish(biased), _one_source),
-        ("dnnl.conv2d_swish", _swish(conv_nobias), _one_source),
-        ("dnnl.conv2d_bn_relu", op(act_ops, bn), _conv_check),
-        ("dnnl.conv2d_bn", bn, _conv_check),
-        ("dnnl.conv2d_bias_relu", op(act_ops, biased), _conv_check),
-        ("dnnl.conv2d_relu", op(act_ops, conv_nobias), _conv_check),
-        ("dnnl.conv2d_bias", conv_bias, _conv_check),
+        ("dnnl.conv2d_bn_hardswish", _hardswish(bn.named("x")), _members_ok),
+        ("dnnl.conv2d_bias_hardswish", _hardswish(biased.named("x")), _members_ok),
+        ("dnnl.conv2d_hardswish", _hardswish(conv_nobias.named("x")), _members_ok),
+        ("dnnl.conv2d_bn_swish", _swish(bn.named("x")), _members_ok),
+        ("dnnl.conv2d_bias_swish", _swish(biased.named("x")), _members_ok),
+        ("dnnl.conv2d_swish", _swish(conv_nobias.named("x")), _members_ok),
+        ("dnnl.conv2d_bn_relu", op(act_ops, bn), _members_ok),
+        ("dnnl.conv2d_bn", bn, _members_ok),
+        ("dnnl.conv2d_bias_relu", op(act_ops, biased), _members_ok),
+        ("dnnl.conv2d_relu", op(act_ops, conv_nobias), _members_ok),
+        ("dnnl.conv2d_bias", conv_bias, _members_ok),
         (
             "dnnl.deconv2d_bias_relu",
             op(act_ops, op("ConvTranspose", wildcard(), const(), const())),
-            _conv_check,
+            _members_ok,
         ),
-        ("dnnl.dense_bias_relu", op(act_ops, matmul_bias), _conv_check),
-        ("dnnl.dense_bias", matmul_bias, _conv_check),
-        ("dnnl.gelu", _gelu(x), _gelu_check),
-        ("dnnl.hardswish", _hardswish(x, x), _hardswish_check),
-        ("dnnl.swish", _swish(x, x), _one_source),
+        ("dnnl.dense_bias_relu", op(act_ops, matmul_bias), _members_ok),
+        ("dnnl.dense_bias", matmul_bias, _members_ok),
+        ("dnnl.gelu", _gelu(x), _members_ok),
+        ("dnnl.hardswish", _hardswish(x), _members_ok),
+        ("dnnl.swish", _swish(x), _members_ok),
     ]

@@ -173,7 +173,7 @@ class Lowering:
                 self.node(m)
         else:
             root = members[-1]
-            x = self._idiom_source(idiom, members)
+            x = comp.bound["x"]  # every idiom pattern names the value it reads "x"
             by_out = {o: m for m in members for o in m.outputs}
             inner = self._ancestors(x, by_out)
             for m in members:
@@ -185,25 +185,6 @@ class Lowering:
             k.members = [m.name for m in members if m.name not in inner]
         for k in self.kernels[start:]:
             k.name = comp.name
-
-    def _idiom_source(self, idiom: str, members: list[NodeView]) -> str:
-        """The value x an activation idiom reads (every non-constant input outside it)."""
-        produced = {o for m in members for o in m.outputs}
-        types = {"hardswish": "Clip", "swish": "Sigmoid", "gelu": "Erf"}
-        first = next(m for m in members if m.op_type == types[idiom])
-        # walk up from the idiom's distinctive op to its non-constant source
-        node = first
-        by_out = {o: m for m in members for o in m.outputs}
-        while True:
-            names = [n for i, n in enumerate(node.inputs) if n and node.const(i) is None]
-            src = names[0]
-            prod = by_out.get(src)
-            if prod is None or prod.op_type not in ("Add", "Mul", "Div", "Clip"):
-                return src
-            if src in produced and prod.op_type in ("Add", "Div", "Mul") and idiom != "swish":
-                node = prod
-                continue
-            return src
 
     @staticmethod
     def _ancestors(x: str, by_out: dict[str, NodeView]) -> set[str]:

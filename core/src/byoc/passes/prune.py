@@ -1,0 +1,48 @@
+"""Pruning: regions too small (or refused by their backend's prune) go back to the fallback."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from byoc.passes import PassState
+
+
+@dataclass(frozen=True)
+class PruneRule:
+    """A backend's pruning: its minimum partition size, and its own check over a region's
+    nodes (None keeps the region, a string is why it goes)."""
+
+    min_nodes: int = 1
+    check: Callable[[list[Any]], str | None] | None = None
+
+
+def prune_regions(state: PassState, rules: Mapping[str, PruneRule]) -> PassState:
+    """Keep the regions their backend's rule accepts; unlabel the others' nodes, saying why."""
+    labels = list(state.labels)
+    kept: list[tuple[int, ...]] = []
+    refusals: list[tuple[int, str, str]] = []
+    for nodes in state.regions:
+        backend = labels[nodes[0]]
+        assert backend is not None, "a region of unlabelled nodes"
+        rule = rules[backend]
+        reason = None
+        if len(nodes) < rule.min_nodes:
+            reason = (
+                f"pruned: its partition has {len(nodes)} node(s), fewer than "
+                f"min_partition_nodes = {rule.min_nodes}"
+            )
+        elif rule.check is not None:
+            pruned = rule.check([state.graph.view(i) for i in nodes])
+            reason = f"pruned: {pruned}" if pruned else None
+        if reason is None:
+            kept.append(nodes)
+            continue
+        for i in nodes:
+            labels[i] = None
+            refusals.append((i, backend, reason))
+    return dataclasses.replace(
+        state, labels=tuple(labels), regions=tuple(kept), refusals=state.refused(refusals)
+    )
