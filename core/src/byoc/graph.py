@@ -204,6 +204,11 @@ class NodeView:
         names = self.proto.input
         return self.graph.constant(names[i]) if i < len(names) and names[i] else None
 
+    def producer_types(self) -> list[str | None]:
+        """The op type producing each input (None for graph inputs, weights, absent inputs)."""
+        found = (self.graph.producer.get(n) if n else None for n in self.proto.input)
+        return [None if i is None else self.graph.nodes[i].op_type for i in found]
+
     def __repr__(self) -> str:
         return f"<NodeView {self.name} {self.op_type}>"
 

@@ -262,6 +262,38 @@ def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:
     assert "dnnl.gelu" not in {d.composite for d in report.plan.decisions.values()}
 
 
+def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
+    """onnxruntime fuses DequantizeLinear -> op -> QuantizeLinear into int8 kernels: dnnl
+    refuses a node that reads a DequantizeLinear. A partition left with no Conv, MatMul or
+    Gemm (here a lone Softmax) goes back too, saying why."""
+    scale, zero = np.float32(0.05), np.uint8(128)
+    nodes = [
+        *conv_stem()[0],
+        node("QuantizeLinear", ["h", "s", "z"], "hq"),
+        node("DequantizeLinear", ["hq", "s", "z"], "hd"),
+        node("GlobalAveragePool", ["hd"], "p"),
+        node("QuantizeLinear", ["p", "s", "z"], "pq"),
+        node("DequantizeLinear", ["pq", "s", "z"], "pd"),
+        node("Flatten", ["pd"], "f"),
+        node("Softmax", ["f"], "y", axis=-1),
+    ]
+    model = make_model(
+        nodes, {"x": [1, 3, 10, 12]}, ["y"], {**conv_stem()[1], "s": scale, "z": zero}
+    )
+    report = assert_matches_onnxruntime(model, DNNL)
+    decisions = report.plan.decisions
+    assert decisions["h"].backend == "dnnl"  # the Conv: a float input, feeding a Quantize
+    assert decisions["p"].backend == "onnxruntime"
+    assert ("dnnl", "reads a DequantizeLinear: onnxruntime runs this QDQ group in int8") in (
+        decisions["p"].refusals
+    )
+    assert decisions["y"].backend == "onnxruntime"
+    assert any(
+        r.startswith("pruned: no Conv, ConvTranspose, MatMul or Gemm")
+        for _, r in decisions["y"].refusals
+    )
+
+
 def avx2() -> bool:
     try:
         with open("/proc/cpuinfo") as f:

@@ -19,23 +19,11 @@ Check = Callable[[NodeView], str | None]
 ELTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Erf")
 BINARY = ("Add", "Sub", "Mul", "Div")
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
-# A partition without one of these does too little to be worth its boundary reorders.
-COMPUTE = frozenset(
-    {
-        "Conv",
-        "ConvTranspose",
-        "MatMul",
-        "Gemm",
-        "MaxPool",
-        "AveragePool",
-        "GlobalAveragePool",
-        "GlobalMaxPool",
-        "Softmax",
-        "LayerNormalization",
-        "BatchNormalization",
-        "Concat",
-    }
-)
+# The ops oneDNN runs faster than onnxruntime. A partition without one of them only moves
+# memory-bound work (pooling, normalization, softmax, elementwise ops) that onnxruntime does as
+# well, and pays for its boundary reorders and the onnxruntime fusions it cuts (a quantized
+# MiniLM's embedding Add-Add-LayerNormalization alone on dnnl made it 1.12x slower).
+COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
 
 
 def _static_f32(node: NodeView) -> str | None:
@@ -244,9 +232,18 @@ _CHECKS: dict[str, Check] = {
 }
 
 
+def _quantized(node: NodeView) -> str | None:
+    """A node that reads a DequantizeLinear stays with onnxruntime, which fuses DequantizeLinear
+    -> op -> QuantizeLinear into one int8 kernel (a QDQ MobileNet ran 2.8x slower with its
+    pooling and softmax on dnnl)."""
+    if "DequantizeLinear" in node.producer_types():
+        return "reads a DequantizeLinear: onnxruntime runs this QDQ group in int8"
+    return None
+
+
 def _with_types(check: Check) -> Check:
     def run(node: NodeView) -> str | None:
-        return _static_f32(node) or check(node)
+        return _static_f32(node) or _quantized(node) or check(node)
 
     run.__doc__ = check.__doc__
     return run
