@@ -8,6 +8,7 @@ import sys
 
 import numpy as np
 import onnx
+from byoc.testing import build
 from byoc.testing.build import make_model, node
 
 
@@ -22,16 +23,7 @@ def byoc_cli(*args, cwd=None):
 
 
 def diamond(tmp_path):
-    model = make_model(
-        [
-            node("Abs", ["data"], "abs1"),
-            node("Relu", ["abs1"], "relu1"),
-            node("Tanh", ["abs1"], "tanh1"),
-            node("Add", ["relu1", "tanh1"], "add1"),
-        ],
-        {"data": [10, 10]},
-        ["add1"],
-    )
+    model = build.diamond()
     path = tmp_path / "diamond.onnx"
     onnx.save(model, path)
     cfg = tmp_path / "byoc.toml"

@@ -10,22 +10,9 @@ import byoc
 import numpy as np
 import onnx
 from byoc.explain import explain_json, explain_text
-from byoc.testing.build import make_model, node
+from byoc.testing.build import diamond, make_model, node
 
 ALLOW = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Abs", "Relu", "Add"]}}}
-
-
-def diamond():
-    return make_model(
-        [
-            node("Abs", ["data"], "abs1"),
-            node("Relu", ["abs1"], "relu1"),
-            node("Tanh", ["abs1"], "tanh1"),
-            node("Add", ["relu1", "tanh1"], "add1"),
-        ],
-        {"data": [10, 10]},
-        ["add1"],
-    )
 
 
 def test_partitions_then_fallback_nodes_with_reasons():

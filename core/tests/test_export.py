@@ -106,7 +106,7 @@ def test_on_backend_error_onnxruntime_keeps_an_onnx_copy(tmp_path):
     loaded = byoc.load(path)
     step = loaded.steps[0]
     args = [small_inputs()[n] for n in step.unit.inputs]
-    rerun = step.fallback(loaded.fallback_config).run(args)
+    rerun = step.fallback(loaded.fallback_config, loaded.registry).run(args)
     np.testing.assert_allclose(rerun[0], step.runtime.run(args)[0], rtol=1e-6)
 
 

@@ -8,6 +8,11 @@ import subprocess
 import sys
 import textwrap
 
+import byoc
+import numpy as np
+import pytest
+from byoc.testing.build import make_model, node
+
 
 def run_backends(env_extra=None, pythonpath=None):
     env = dict(os.environ)
@@ -203,3 +208,71 @@ def test_a_tvm_style_two_tuple_pattern_table_makes_a_composite(tmp_path):
     done = run_script(script, tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["{'negexp.neg_any'}", "True"]
+
+
+class _Negs:
+    """A backend registered by hand, not through an entry point: claims Neg."""
+
+    class Runtime:
+        def run(self, inputs):
+            return [np.negative(inputs[0])]
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register):
+        register("negs", description="in-process test backend")
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend, config):
+        return {"Neg": None} if backend == "negs" else None
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend, partition, config):
+        return "neg" if backend == "negs" else None
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        return self.Runtime() if backend == "negs" else None
+
+    @byoc.hookimpl
+    def byoc_serialize(self, backend, artifact):
+        return artifact.encode() if backend == "negs" else None
+
+    @byoc.hookimpl
+    def byoc_deserialize(self, backend, data):
+        if backend != "negs":
+            return None
+        if data != b"neg":
+            raise byoc.ArtifactError("not a negs artifact")
+        return "neg"
+
+
+def test_a_registry_of_ones_own_is_used_from_partition_to_load(tmp_path):
+    reg = byoc.Registry(only=[])  # the onnxruntime fallback alone
+    reg.add(_Negs())
+    assert "negs" not in byoc.registry().backends  # the process-wide registry is untouched
+    model = make_model([node("Neg", ["x"], "n"), node("Exp", ["n"], "y")], {"x": [2, 3]}, ["y"])
+    config = {"backends": ["negs"], "compile": {"placement": "static"}}
+    compiled = byoc.compile(model, config, registry=reg)
+    assert [(p.backend, p.nodes) for p in compiled.plan.partitions] == [("negs", ["n"])]
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_allclose(compiled.run({"x": x})["y"], np.exp(-x), rtol=1e-6)
+    assert byoc.compare(model, config, registry=reg).passed
+    path = compiled.save(tmp_path / "m.byoc")
+    again = byoc.load(path, registry=reg)
+    np.testing.assert_allclose(again.run({"x": x})["y"], np.exp(-x), rtol=1e-6)
+    with pytest.raises(byoc.ArtifactError, match="negs"):
+        byoc.load(path)  # the installed plugins have no 'negs'
+    with pytest.raises(byoc.ConfigError, match="unknown backend 'negs'"):
+        byoc.partition(model, config)
+
+
+def test_adding_a_plugin_with_a_misspelled_hook_names_it():
+    class Typo:
+        @byoc.hookimpl
+        def byoc_suported_ops(self, backend, config):
+            return None
+
+    reg = byoc.Registry(only=[])
+    with pytest.raises(byoc.PluginError, match="byoc_suported_ops"):
+        reg.add(Typo())
+    assert list(reg.backends) == ["onnxruntime"]

@@ -24,6 +24,7 @@ def test_public_names():
             "Placement",
             "Plan",
             "PluginError",
+            "Registry",
             "TensorType",
             "__version__",
             "build",
@@ -35,6 +36,7 @@ def test_public_names():
             "load_module",
             "partition",
             "random_inputs",
+            "registry",
         ]
     )
 

@@ -9,23 +9,10 @@ import xml.etree.ElementTree as ET
 import byoc
 import onnx
 from byoc import render
-from byoc.testing.build import make_model, node
+from byoc.testing.build import diamond, make_model, node
 
 SVG = "{http://www.w3.org/2000/svg}"
 ALLOW = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Abs", "Relu", "Add"]}}}
-
-
-def diamond():
-    return make_model(
-        [
-            node("Abs", ["data"], "abs1"),
-            node("Relu", ["abs1"], "relu1"),
-            node("Tanh", ["abs1"], "tanh1"),
-            node("Add", ["relu1", "tanh1"], "add1"),
-        ],
-        {"data": [10, 10]},
-        ["add1"],
-    )
 
 
 def partition_groups(svg: str) -> dict[str, str]:

@@ -28,6 +28,7 @@ from byoc.hookspecs import hookimpl
 from byoc.pipeline import partition
 from byoc.placement import compile
 from byoc.plan import Composite, Measurement, Partition, Placement, Plan
+from byoc.plugins import Registry, registry
 from byoc.reader import load
 from byoc.version import __version__
 
@@ -49,6 +50,7 @@ __all__ = [
     "Placement",
     "Plan",
     "PluginError",
+    "Registry",
     "TensorType",
     "__version__",
     "build",
@@ -60,4 +62,5 @@ __all__ = [
     "load_module",
     "partition",
     "random_inputs",
+    "registry",
 ]

@@ -16,6 +16,7 @@ from byoc.graph import Graph
 from byoc.inputs import random_inputs
 from byoc.pipeline import ConfigLike, ModelLike
 from byoc.placement import compile
+from byoc.plugins import Registry
 from byoc.progress import ProgressFn
 
 
@@ -88,24 +89,11 @@ def compare_arrays(
 ) -> OutputReport:
     """Compare one output the way ORT's EP tests do: |got - want| <= atol + rtol * |want|."""
     got, want = np.asarray(got), np.asarray(want)
-    if got.shape != want.shape:
-        return OutputReport(
-            name,
-            want.shape,
-            float("inf"),
-            float("inf"),
-            False,
-            f"shape {got.shape} != {want.shape}",
-        )
-    if got.dtype != want.dtype:
-        return OutputReport(
-            name,
-            want.shape,
-            float("inf"),
-            float("inf"),
-            False,
-            f"dtype {got.dtype} != {want.dtype}",
-        )
+    for what, a, b in (("shape", got.shape, want.shape), ("dtype", got.dtype, want.dtype)):
+        if a != b:
+            return OutputReport(
+                name, want.shape, float("inf"), float("inf"), False, f"{what} {a} != {b}"
+            )
     if want.dtype.kind not in "fciub" or want.size == 0:
         same = bool(np.array_equal(got, want))
         return OutputReport(name, want.shape, 0.0 if same else float("inf"), 0.0, same)
@@ -125,13 +113,14 @@ def with_reference(
     inputs: Mapping[str, np.ndarray] | None,
     progress: ProgressFn | None = None,
     options: ort.SessionOptions | None = None,
+    registry: Registry | None = None,
 ) -> tuple[Config, CompiledModel, dict[str, np.ndarray], ort.InferenceSession]:
     """Compile ``model`` and open plain onnxruntime on the model as read (the reference).
 
     Inputs are random (``[shapes]``, ``[compare] seed`` and ``inputs``) unless given.
     """
     cfg = load_config(config)
-    compiled = compile(model, cfg, inputs=inputs, progress=progress)
+    compiled = compile(model, cfg, inputs=inputs, progress=progress, registry=registry)
     plan = compiled.plan
     assert plan is not None
     if inputs is None:
@@ -156,12 +145,15 @@ def compare(
     rtol: float | None = None,
     atol: float | None = None,
     progress: ProgressFn | None = None,
+    registry: Registry | None = None,
 ) -> CompareReport:
     """Compile ``model`` with byoc, run it and plain onnxruntime on the same inputs, compare.
 
-    ``progress`` is passed to ``build`` (see ``byoc.compile``).
+    ``progress`` and ``registry`` are passed to ``byoc.compile``.
     """
-    cfg, compiled, inputs, reference = with_reference(model, config, inputs, progress)
+    cfg, compiled, inputs, reference = with_reference(
+        model, config, inputs, progress, registry=registry
+    )
     got = compiled.run(inputs)
     try:
         results = reference.run(compiled.outputs, dict(inputs))

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from byoc import plugins
 from byoc.config import Config, load_config
 from byoc.errors import (
     ArtifactError,
@@ -28,7 +29,7 @@ from byoc.graph import Graph, TensorType
 from byoc.inputs import check_inputs
 from byoc.pipeline import ConfigLike, partition, resolve_backends
 from byoc.plan import FALLBACK, Partition, Plan
-from byoc.plugins import Registry, registry
+from byoc.plugins import Registry
 from byoc.progress import ProgressFn
 from byoc.shapes import Specializations
 
@@ -66,7 +67,7 @@ class Step:
     _fallback: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def fallback(self, config: Mapping[str, Any]) -> Any:
+    def fallback(self, config: Mapping[str, Any], reg: Registry) -> Any:
         """An onnxruntime runtime for this partition (it is a valid ONNX model)."""
         with self._lock:
             if self._fallback is None:
@@ -76,7 +77,7 @@ class Step:
                         "copy to rerun on onnxruntime (it was loaded from a .byoc file saved "
                         "without one)"
                     )
-                self._fallback = _runtime(registry(), FALLBACK, self.unit, config)[1]
+                self._fallback = _runtime(reg, FALLBACK, self.unit, config)[1]
             return self._fallback
 
 
@@ -143,8 +144,10 @@ class CompiledModel:
         outputs: Mapping[str, TensorType | None] | None = None,
         constants: Mapping[str, np.ndarray] | None = None,
         backend_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        registry: Registry | None = None,
     ) -> None:
         self.plan = plan
+        self.registry = registry or plugins.registry()  # the plugins that made its runtimes
         self.steps = steps
         self.fallback_config = dict(fallback_config)
         self.backend_configs = {k: dict(v) for k, v in (backend_configs or {}).items()}
@@ -232,7 +235,7 @@ class CompiledModel:
                     f"({type(exc).__name__}: {exc}); running it on onnxruntime instead",
                     stacklevel=2,
                 )
-                results = _rerun(step, args, self.fallback_config, exc)
+                results = _rerun(step, args, self.fallback_config, exc, self.registry)
             if times is not None:
                 times.append((step, time.perf_counter() - start))
             env.update(zip(unit.outputs, results, strict=True))
@@ -268,11 +271,13 @@ def _results(unit: Partition, results: Any) -> list[np.ndarray]:
     return list(results)
 
 
-def _rerun(step: Step, args: list[Any], config: Mapping[str, Any], cause: Exception) -> Any:
+def _rerun(
+    step: Step, args: list[Any], config: Mapping[str, Any], cause: Exception, reg: Registry
+) -> Any:
     """Run a failed partition on onnxruntime ([fallback] on_backend_error = "onnxruntime")."""
     unit = step.unit
     try:
-        return _results(unit, step.fallback(config).run(args))
+        return _results(unit, step.fallback(config, reg).run(args))
     except Exception as exc:
         raise BackendError(
             f"partition {unit.name} (backend {unit.backend}) failed at run time "
@@ -315,15 +320,17 @@ def build(
     *,
     progress: ProgressFn | None = None,
     reuse: Callable[[Partition], tuple[Any, Any] | None] | None = None,
+    registry: Registry | None = None,
 ) -> CompiledModel:
     """Run codegen and create a runtime for every unit of a plan, as the plan says (no
     measured placement: ``byoc.compile`` does that).
 
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled.
     ``reuse(unit)`` may give an ``(artifact, runtime)`` already made for an identical unit.
+    ``registry``: the plugins to use (default: the plan's, else ``byoc.registry()``).
     """
     cfg = load_config(config if config is not None else plan.config)
-    reg = registry()
+    reg = registry or plan.registry or plugins.registry()
     problem = reg.backends[FALLBACK].unavailable_reason
     if problem is not None:  # every model needs it: segments, and the reference
         raise BackendError(f"the onnxruntime fallback cannot be used: {problem}")
@@ -339,23 +346,31 @@ def build(
         steps.append(Step(unit, artifact, runtime))
     used = {p.backend for p in plan.partitions}
     compiled = CompiledModel(
-        plan, steps, fb, backend_configs={n: t for n, t in tables.items() if n in used}
+        plan,
+        steps,
+        fb,
+        backend_configs={n: t for n, t in tables.items() if n in used},
+        registry=reg,
     )
-    compiled._shapes = Specializations.create(plan.source, cfg, _compile_source)
+    compiled._shapes = Specializations.create(
+        plan.source, cfg, lambda source, c: build(partition(source, c, registry=reg), c)
+    )
     return compiled
 
 
-def _compile_source(source: Any, cfg: Config) -> CompiledModel:
-    return build(partition(source, cfg), cfg)
-
-
-def load_module(path: str | os.PathLike[str], backend: str, config: ConfigLike = None) -> Any:
+def load_module(
+    path: str | os.PathLike[str],
+    backend: str,
+    config: ConfigLike = None,
+    *,
+    registry: Registry | None = None,
+) -> Any:
     """Load one artifact file (e.g. a hand-written ``.examplejson``) as a runnable module.
 
     The backend's deserialize hook validates the bytes; the result has
     ``run(inputs: list[array]) -> list[array]``.
     """
-    reg = registry()
+    reg = registry or plugins.registry()
     if backend not in reg.backends:
         raise ArtifactError(
             f"backend '{backend}' is not installed (installed: {', '.join(reg.backends)}); "

@@ -21,7 +21,7 @@ import numpy as np
 from byoc.errors import ArtifactError, BackendError, ByocError
 from byoc.graph import TensorType
 from byoc.plan import FALLBACK, Partition
-from byoc.plugins import Registry, registry
+from byoc.plugins import Registry
 from byoc.version import __version__
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ def is_artifact(path: str | os.PathLike[str]) -> bool:
 
 def save(compiled: CompiledModel, path: str | os.PathLike[str]) -> Path:
     """Write ``compiled`` to ``path`` as one ``.byoc`` file (atomically) and return the path."""
-    reg = registry()
+    reg = compiled.registry
     members: dict[str, bytes] = {}
     units = []
     rerun = compiled.fallback_config.get("on_backend_error") == "onnxruntime"

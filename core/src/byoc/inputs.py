@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 from byoc.errors import InputError
-from byoc.graph import Graph, TensorType, load_model
+from byoc.graph import Graph, TensorType
+from byoc.loading import load_model
 
 MAX_RANDOM_ELEMENTS = 1 << 28  # per input: 1 GiB of float32
 

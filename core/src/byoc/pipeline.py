@@ -10,9 +10,11 @@ from typing import Any
 
 import onnx
 
+from byoc import plugins
 from byoc.config import Config, load_config
 from byoc.errors import ConfigError
-from byoc.graph import Graph, read_model, specialize
+from byoc.graph import Graph
+from byoc.loading import read_model, specialize
 from byoc.passes import PassState, run_pass
 from byoc.passes.annotate import Candidate, annotate_target
 from byoc.passes.merge_composite import merge_composite
@@ -20,7 +22,7 @@ from byoc.passes.merge_regions import Regions, grow, merge_compiler_regions
 from byoc.passes.partition import partition_graph
 from byoc.passes.prune import PruneRule, prune_regions
 from byoc.plan import FALLBACK, Composite, Decision, Partition, Plan
-from byoc.plugins import ENV_VAR, Backend, Registry, registry
+from byoc.plugins import ENV_VAR, Backend, Registry
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto
 ConfigLike = Config | Mapping[str, Any] | str | os.PathLike[str] | None
@@ -82,14 +84,16 @@ def partition(
     config: ConfigLike = None,
     *,
     vetoes: Mapping[str, Mapping[str, str]] | None = None,
+    registry: Registry | None = None,
 ) -> Plan:
     """Partition a model between the configured backends and onnxruntime.
 
     ``vetoes`` maps node names to ``{backend: reason}``: those backends may not claim those
     nodes, alone or in a composite (measured placement returns losing partitions this way).
+    ``registry`` is the plugins to use (default: ``byoc.registry()``, the installed ones).
     """
     cfg = load_config(config)
-    reg = registry()
+    reg = registry or plugins.registry()
     active, skipped = resolve_backends(cfg, reg)
     source = read_model(model)  # 1. load: names, order, then [shapes] and shape inference
     graph = Graph(specialize(source, cfg.shapes))
@@ -124,6 +128,7 @@ def partition(
         as_read(units[0], source)
     plan = _plan(state, units, skipped, cfg)
     plan.source = source
+    plan.registry = reg
     return plan
 
 

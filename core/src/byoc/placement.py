@@ -40,6 +40,7 @@ import numpy as np
 import onnx
 import platformdirs
 
+from byoc import plugins
 from byoc.config import Config, load_config
 from byoc.errors import BackendError, ByocError, NodesRefused
 from byoc.executor import CompiledModel, _runtime, build, fallback_config
@@ -47,7 +48,7 @@ from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
 from byoc.pipeline import ConfigLike, ModelLike, as_read, partition, resolve_backends
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
-from byoc.plugins import registry
+from byoc.plugins import Registry
 from byoc.progress import ProgressFn
 from byoc.shapes import Specializations
 
@@ -61,16 +62,19 @@ def compile(
     *,
     inputs: Mapping[str, Any] | None = None,
     progress: ProgressFn | None = None,
+    registry: Registry | None = None,
 ) -> CompiledModel:
     """Partition a model, generate code for every partition and make it runnable.
 
     With measured placement (the default) partitions that do not beat onnxruntime on
     ``inputs`` (random ones from the model's signature if not given) go back to it.
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
-    or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal).
+    or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal). ``registry``:
+    the plugins to use (default: ``byoc.registry()``, the installed ones).
     """
     cfg = load_config(config)
-    plan = partition(model, cfg)
+    reg = registry or plugins.registry()
+    plan = partition(model, cfg, registry=reg)
     source = plan.source if plan.source is not None else model  # the model read once
     vetoes: dict[str, dict[str, str]] = {}
     while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
@@ -83,8 +87,10 @@ def compile(
             break
         except NodesRefused as exc:
             refuse(vetoes, exc)
-            plan = partition(source, cfg, vetoes=vetoes)
-    compiled._shapes = Specializations.create(plan.source, cfg, _compile_source)
+            plan = partition(source, cfg, vetoes=vetoes, registry=reg)
+    compiled._shapes = Specializations.create(
+        plan.source, cfg, lambda source, c: compile(source, c, registry=reg)
+    )
     return compiled
 
 
@@ -95,10 +101,6 @@ def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
         raise BackendError(f"backend {exc.backend} refused nodes it may no longer claim: {exc}")
     for node, reason in new.items():
         vetoes.setdefault(node, {})[exc.backend] = f"refused at codegen: {reason}"
-
-
-def _compile_source(source: onnx.ModelProto, cfg: Config) -> CompiledModel:
-    return compile(source, cfg)
 
 
 class _Placer:
@@ -115,7 +117,7 @@ class _Placer:
         self.plan = plan
         self.source = plan.source if plan.source is not None else plan.model
         self.progress = progress
-        self.reg = registry()
+        self.reg: Registry = plan.registry or plugins.registry()
         self.tables = {a.name: a.table for a in resolve_backends(cfg, self.reg)[0]}
         self.margin = cfg.compile["margin"]
         self.cache = MeasurementCache()
@@ -142,7 +144,9 @@ class _Placer:
                         verdicts[p.name] = measured[keys[p.name]] = m
                 except NodesRefused as exc:  # codegen refused nodes: partition without them
                     refuse(self.vetoes, exc)
-                    self.plan = partition(self.source, self.cfg, vetoes=self.vetoes)
+                    self.plan = partition(
+                        self.source, self.cfg, vetoes=self.vetoes, registry=self.reg
+                    )
                     continue
                 except Exception as exc:  # the model fails on these inputs, a backend fails
                     return self._static(f"not measured ({type(exc).__name__}: {exc})")
@@ -154,7 +158,7 @@ class _Placer:
             for m in losers:
                 for node in m.nodes:
                     self.vetoes.setdefault(node, {})[m.backend] = m.summary()
-            self.plan = partition(self.source, self.cfg, vetoes=self.vetoes)
+            self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
         compiled = build(self.plan, self.cfg, progress=self.progress, reuse=self._reuse)
         self.built.clear()
         placement = Placement("measured", list(measured.values()))
@@ -285,7 +289,7 @@ class _Placer:
         reason = f"the whole model runs on onnxruntime: {slower}"
         for node in self.plan.decisions:
             self.vetoes[node] = dict.fromkeys(self.tables, reason)
-        plan = partition(self.source, self.cfg, vetoes=self.vetoes)
+        plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
         plan.placement = placement
         return build(plan, self.cfg)
 
@@ -374,7 +378,7 @@ def session_call_ms(config: Mapping[str, Any], reg: Any = None) -> float:
         graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8
     )
     unit = Partition("call", FALLBACK, [], ["x"], ["y"], model)
-    run = _runtime(reg or registry(), FALLBACK, unit, config)[1].run
+    run = _runtime(reg or plugins.registry(), FALLBACK, unit, config)[1].run
     args = [np.zeros(1, np.float32)]
     for _ in range(20):
         run(args)

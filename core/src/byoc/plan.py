@@ -161,6 +161,7 @@ class Plan:
     config: Any = None
     source: onnx.ModelProto | None = None  # the model as read: declared input types, no [shapes]
     placement: Placement | None = None  # set by byoc.compile: what measured placement found
+    registry: Any = field(default=None, repr=False)  # the byoc.Registry that partitioned it
 
     def to_json(self) -> dict[str, Any]:
         """The plan as in DESIGN.md: ``partitions`` and ``fallback_nodes``; after measured

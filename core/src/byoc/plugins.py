@@ -67,7 +67,13 @@ class BrokenPlugin:
 
 
 class Registry:
-    """The plugin manager and the backends its plugins registered."""
+    """The plugin manager and the backends its plugins registered.
+
+    ``byoc.registry()`` is the process-wide one, built from the installed entry points. Build
+    your own to choose plugins without touching the process (``Registry(only=[])`` has the
+    onnxruntime fallback alone; ``add`` registers a plugin object) and pass it as
+    ``registry=`` to ``byoc.partition``, ``compile``, ``compare`` and ``load``.
+    """
 
     def __init__(self, only: list[str] | None = None) -> None:
         self.pm = pluggy.PluginManager("byoc")
@@ -101,6 +107,11 @@ class Registry:
                 self._add(plugin, dist, version)
             except UnknownHooks as exc:
                 self.broken.append(BrokenPlugin(ep.name, dist, version, str(exc)))
+
+    def add(self, plugin: Any, distribution: str = "(in-process)", version: str = "0") -> None:
+        """Register a plugin object (a module or instance with ``@byoc.hookimpl`` hooks), as an
+        entry point would; a hook byoc does not have is a ``PluginError`` naming it."""
+        self._add(plugin, distribution, version)
 
     def _add(self, plugin: Any, dist: str, version: str) -> None:
         self.pm.register(plugin, name=f"{dist}:{getattr(plugin, '__name__', id(plugin))}")

@@ -23,13 +23,14 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from byoc import plugins
 from byoc.config import FALLBACK_KEYS, Config, _check_table
 from byoc.errors import ArtifactError, ByocError, ConfigError
 from byoc.executor import CompiledModel, Step, create_runtime
 from byoc.export import FORMAT, FORMAT_VERSION, MANIFEST
 from byoc.graph import TensorType
 from byoc.plan import FALLBACK, Partition
-from byoc.plugins import Registry, registry
+from byoc.plugins import Registry
 from byoc.version import __version__
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -70,13 +71,18 @@ LIMITS = Limits()
 
 
 def load(
-    path: str | os.PathLike[str], *, limits: Limits | None = None, threads: int | None = None
+    path: str | os.PathLike[str],
+    *,
+    limits: Limits | None = None,
+    threads: int | None = None,
+    registry: Registry | None = None,
 ) -> CompiledModel:
     """Load a ``.byoc`` file written by ``CompiledModel.save`` / ``byoc compile -o``.
 
     ``threads`` caps the threads one run uses here, whatever the file was compiled with:
     onnxruntime's ``intra_op_num_threads`` and the ``threads`` option of every backend that has
-    one (several workers on one machine each take a share of its cores).
+    one (several workers on one machine each take a share of its cores). ``registry``: the
+    plugins to load with (default: ``byoc.registry()``, the installed ones).
 
     Raises ``byoc.ArtifactError`` saying what is wrong when the file is damaged, of a newer
     format, or needs a backend that is not installed (naming the distribution to install).
@@ -98,7 +104,7 @@ def load(
         reader = _Reader(zf, where, limits)
         manifest = Manifest(json_of(reader.read(MANIFEST, limits.max_manifest), where), where)
         reader.expect({MANIFEST, *manifest.members()})
-        reg = registry()
+        reg = registry or plugins.registry()
         manifest.check_backends(reg)
         if threads is not None:
             manifest.limit_threads(reg, threads)
@@ -128,6 +134,7 @@ def load(
         outputs=manifest.outputs,
         constants=constants,
         backend_configs={k: v for k, v in manifest.tables.items() if k != FALLBACK},
+        registry=reg,
     )
 
 

@@ -61,3 +61,18 @@ def make_model(
                 helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None)
             )
     return model
+
+
+def diamond() -> onnx.ModelProto:
+    """data[10,10] -> Abs 'abs1' -> (Relu 'relu1', Tanh 'tanh1') -> Add 'add1': two branches
+    that meet again, the smallest graph where the merge order and cycle checks matter."""
+    return make_model(
+        [
+            node("Abs", ["data"], "abs1"),
+            node("Relu", ["abs1"], "relu1"),
+            node("Tanh", ["abs1"], "tanh1"),
+            node("Add", ["relu1", "tanh1"], "add1"),
+        ],
+        {"data": [10, 10]},
+        ["add1"],
+    )

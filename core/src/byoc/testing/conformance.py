@@ -13,7 +13,9 @@ Override ``backend_config`` (the byoc config, a dict) or ``backend_tolerance`` (
 same way when your backend needs options or looser comparisons. The suite checks that:
 
 - every op type the backend claims, for which ``byoc.testing.ops.OP_CASES`` has a representative
-  node, compiles and matches onnxruntime (ops without a case are listed in a skip);
+  node, compiles and matches onnxruntime (one test over the claimed ops: nothing is generated,
+  or skipped, for ops the backend does not claim; ops without a case are listed in a skip, and
+  representative nodes the backend refuses in warnings);
 - every pattern of its pattern table forms its composite on a graph built from the pattern,
   compiles and matches onnxruntime (patterns that cannot be built are reported as warnings);
 - artifacts survive serialize -> deserialize and run the same, and damaged bytes raise
@@ -60,7 +62,6 @@ __all__ = [
     "test_unclaimed_op_falls_back_to_onnxruntime",
 ]
 
-_NOT_CLAIMED = "not claimed by this backend"
 _UNARY = ["Sin", "Cos", "Softsign", "Neg", "Abs", "Exp", "Tanh", "Sigmoid", "Relu", "Identity"]
 
 
@@ -115,23 +116,33 @@ def _why_not(plan: byoc.Plan, node: str, backend: str) -> str:
 # -- single ops -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("op_type", sorted(OP_CASES))
 def test_claimed_ops_match_onnxruntime(
     conformance_backend: str,
     backend_config: dict[str, Any],
     backend_tolerance: tuple[float, float],
-    op_type: str,
 ) -> None:
-    """A representative node of each claimed op type is claimed and matches onnxruntime."""
-    if op_type not in _claimed(backend_config, conformance_backend):
-        pytest.skip(_NOT_CLAIMED)
-    model, feeds = single_op_model(op_type)
-    plan = byoc.partition(model, backend_config)
-    if not plan.partitions:
-        why = _why_not(plan, model.graph.node[0].name, conformance_backend)
-        pytest.skip(f"{op_type}: the representative node was refused: {why}")
+    """A representative node of each claimed op type is claimed and matches onnxruntime; the
+    op types whose representative node the backend refuses are reported as warnings."""
+    claimed = sorted(set(_claimed(backend_config, conformance_backend)) & set(OP_CASES))
+    if not claimed:
+        pytest.skip("the backend claims none of the op types byoc.testing.ops can build")
     rtol, atol = backend_tolerance
-    assert_matches_onnxruntime(model, backend_config, feeds, rtol=rtol, atol=atol)
+    failures, refused = [], []
+    for op_type in claimed:
+        model, feeds = single_op_model(op_type)
+        plan = byoc.partition(model, backend_config)
+        if not plan.partitions:
+            why = _why_not(plan, model.graph.node[0].name, conformance_backend)
+            refused.append(f"{op_type}: the representative node was refused: {why}")
+            continue
+        try:
+            assert_matches_onnxruntime(model, backend_config, feeds, rtol=rtol, atol=atol)
+        except Exception as exc:  # a mismatch (AssertionError) or a crash: both are failures
+            failures.append(f"{op_type}: {type(exc).__name__}: {exc}")
+    for note in refused:
+        warnings.warn(f"conformance, backend {conformance_backend}: {note}", stacklevel=1)
+    assert len(refused) < len(claimed), "the backend refused every representative node it claims"
+    assert not failures, "claimed ops that do not match onnxruntime:\n" + "\n".join(failures)
 
 
 def test_claimed_ops_without_a_case(

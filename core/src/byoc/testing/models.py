@@ -152,7 +152,8 @@ def with_random_weights(path: str | os.PathLike[str], seed: int = 0) -> onnx.Mod
     import numpy as np
     from onnx import numpy_helper
 
-    from byoc.graph import Graph, read_model
+    from byoc.graph import Graph
+    from byoc.loading import read_model
 
     model = read_model(path)
     graph = Graph(model)

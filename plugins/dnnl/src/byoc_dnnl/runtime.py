@@ -17,7 +17,8 @@ import numpy as np
 from byoc import ArtifactError, InputError
 
 from byoc_dnnl import native
-from byoc_dnnl.codegen import BINARY_ALGS, ELTWISE_ALGS, FORMAT, KINDS, POOL_ALGS, Artifact
+from byoc_dnnl.codegen import FORMAT, Artifact
+from byoc_dnnl.lowering import BINARY_ALGS, ELTWISE_ALGS, KINDS, POOL_ALGS
 
 _OP_IDS = {kind: i + 1 for i, kind in enumerate(KINDS)}  # shim.cpp's OpKind
 _POST_IDS = {"eltwise": 1, "sum": 2, "binary": 3}

@@ -1,0 +1,209 @@
+"""Loading a model for partitioning: read it, name and order its nodes, fix input dims, check
+it and fill in its value types (ONNX shape inference, completed by ``byoc.probe``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from byoc.errors import ModelError
+from byoc.graph import subgraph_reads
+from byoc.probe import complete_shapes, complete_types
+
+# Element types stored two or four to a byte in raw_data.
+_PACKED = {
+    getattr(onnx.TensorProto, n)
+    for n in ("INT4", "UINT4", "FLOAT4E2M1", "INT2", "UINT2")
+    if hasattr(onnx.TensorProto, n)
+}
+
+
+def load_model(
+    model: str | os.PathLike[str] | bytes | onnx.ModelProto,
+    shapes: Mapping[str, Sequence[int]] | None = None,
+) -> onnx.ModelProto:
+    """Load a model and normalize it for partitioning: ``specialize(read_model(model), shapes)``."""
+    return specialize(read_model(model), shapes)
+
+
+def read_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.ModelProto:
+    """Read a model, give every node a unique name (unnamed nodes become ``<op_type>_<index>``),
+    check that every value is defined once and put nodes in topological order. The caller's
+    ModelProto is not changed."""
+    if isinstance(model, onnx.ModelProto):
+        proto = onnx.ModelProto()
+        proto.CopyFrom(model)
+    elif isinstance(model, bytes):
+        proto = _parse(model, "the given bytes")
+    else:
+        path = os.fspath(model)
+        if not os.path.isfile(path):
+            raise ModelError(f"model file '{path}' does not exist")
+        try:
+            proto = onnx.load(path)
+        except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...
+            raise ModelError(f"'{path}' is not a valid ONNX model: {exc}") from exc
+    if not proto.graph.node and not proto.graph.output:
+        raise ModelError("the model has an empty graph (no nodes, no outputs)")
+    _name_nodes(proto.graph)
+    _check_names(proto.graph)
+    _toposort(proto.graph)
+    return proto
+
+
+def specialize(
+    source: onnx.ModelProto, shapes: Mapping[str, Sequence[int]] | None = None
+) -> onnx.ModelProto:
+    """A copy of a read model with the input dims in ``shapes`` fixed, checked by the ONNX
+    checker, and with the main graph's value types filled in by ONNX shape inference."""
+    proto = onnx.ModelProto()
+    proto.CopyFrom(source)
+    if shapes:
+        _fix_shapes(proto.graph, shapes)
+    _check_initializers(proto.graph)
+    try:
+        onnx.checker.check_model(proto)
+    except Exception as exc:
+        raise ModelError(
+            f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}"
+        ) from exc
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+    except Exception as exc:
+        raise ModelError(f"ONNX shape inference failed on the model: {exc}") from exc
+    # Keep the main graph's inferred types only: what inference writes into If/Loop bodies can
+    # contradict onnxruntime's own inference (seen on Silero VAD), so subgraphs stay as written.
+    del proto.graph.value_info[:]
+    proto.graph.value_info.extend(inferred.graph.value_info)
+    for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
+        old.CopyFrom(new)
+    complete_types(proto)
+    complete_shapes(proto)
+    return proto
+
+
+def _check_initializers(graph: onnx.GraphProto) -> None:
+    """Initializers have a known element type and as many bytes as their dims need."""
+    for t in graph.initializer:
+        try:
+            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+        except (KeyError, TypeError, ValueError):
+            raise ModelError(
+                f"initializer '{t.name}' has an unknown element type {t.data_type}"
+            ) from None
+        if t.data_location == onnx.TensorProto.EXTERNAL or not t.HasField("raw_data"):
+            continue
+        if any(d < 0 for d in t.dims):
+            raise ModelError(f"initializer '{t.name}' has a negative dim: {list(t.dims)}")
+        need = int(np.prod(t.dims, dtype=object)) * dtype.itemsize
+        if dtype.kind != "O" and t.data_type not in _PACKED and len(t.raw_data) != need:
+            raise ModelError(
+                f"initializer '{t.name}' has {len(t.raw_data)} bytes of data, but its dims "
+                f"{list(t.dims)} and type {dtype} need {need}"
+            )
+
+
+def _parse(data: bytes, where: str) -> onnx.ModelProto:
+    proto = onnx.ModelProto()
+    try:
+        proto.ParseFromString(data)
+    except Exception as exc:
+        raise ModelError(f"{where} are not a valid ONNX model: {exc}") from exc
+    return proto
+
+
+def _name_nodes(graph: onnx.GraphProto) -> None:
+    taken = {n.name for n in graph.node if n.name}
+    seen: set[str] = set()
+    for i, node in enumerate(graph.node):
+        if not node.name:
+            name = f"{node.op_type}_{i}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
+        elif node.name in seen:  # duplicate names: keep the first, suffix the others
+            name = f"{node.name}_{i}"
+            while name in taken:
+                name += "_"
+            node.name = name
+            taken.add(name)
+        seen.add(node.name)
+
+
+def _check_names(graph: onnx.GraphProto) -> None:
+    """Every value read is defined; no value is defined twice (SSA)."""
+    inputs = {v.name for v in graph.input}
+    defined = inputs | {t.name for t in graph.initializer}
+    produced: set[str] = set()
+    for node in graph.node:
+        for name in node.output:
+            if name and (name in produced or name in inputs):
+                raise ModelError(f"value '{name}' is defined twice (again by node '{node.name}')")
+            produced.add(name)
+    defined |= produced
+    for node in graph.node:
+        for name in [*node.input, *subgraph_reads(node)]:
+            if name and name not in defined:
+                raise ModelError(f"node '{node.name}' reads '{name}', which nothing defines")
+    for v in graph.output:
+        if v.name not in defined:
+            raise ModelError(f"graph output '{v.name}' is not produced by any node or input")
+
+
+def _toposort(graph: onnx.GraphProto) -> None:
+    nodes = list(graph.node)
+    producer = {name: i for i, n in enumerate(nodes) for name in n.output if name}
+    deps = [{producer[x] for x in [*n.input, *subgraph_reads(n)] if x in producer} for n in nodes]
+    order: list[int] = []
+    state = [0] * len(nodes)  # 0 new, 1 on stack, 2 done
+    for start in range(len(nodes)):
+        if state[start]:
+            continue
+        stack = [(start, iter(sorted(deps[start])))]
+        state[start] = 1
+        while stack:
+            i, it = stack[-1]
+            nxt = next(it, None)
+            if nxt is None:
+                stack.pop()
+                state[i] = 2
+                order.append(i)
+            elif state[nxt] == 1:
+                raise ModelError(f"the graph has a cycle through node '{nodes[nxt].name}'")
+            elif state[nxt] == 0:
+                state[nxt] = 1
+                stack.append((nxt, iter(sorted(deps[nxt]))))
+    if order != list(range(len(nodes))):
+        del graph.node[:]
+        graph.node.extend(nodes[i] for i in order)
+
+
+def _fix_shapes(graph: onnx.GraphProto, shapes: Mapping[str, Sequence[int]]) -> None:
+    del graph.value_info[:]  # stale symbolic shapes; inference recomputes them
+    by_name = {v.name: v for v in graph.input}
+    for name, dims in shapes.items():
+        if name not in by_name:
+            raise ModelError(
+                f"[shapes] names input '{name}', but the model's inputs are {sorted(by_name)}"
+            )
+        tt = by_name[name].type.tensor_type
+        old = tt.shape.dim
+        if len(old) and len(old) != len(dims):
+            raise ModelError(
+                f"[shapes] gives input '{name}' {len(dims)} dims {list(dims)}, "
+                f"but the model declares {len(old)}"
+            )
+        for i, (d, new) in enumerate(zip(old, dims, strict=False)):
+            if d.HasField("dim_value") and d.dim_value >= 0 and d.dim_value != new:
+                raise ModelError(
+                    f"[shapes] gives input '{name}' dim {i} = {new}, "
+                    f"but the model fixes it to {d.dim_value}"
+                )
+        del tt.shape.dim[:]
+        for new in dims:
+            tt.shape.dim.add().dim_value = int(new)

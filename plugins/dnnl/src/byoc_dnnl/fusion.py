@@ -1,0 +1,139 @@
+"""Fusion: fold per-channel affine ops into kernel weights and fuse followers as post-ops."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering
+
+
+class Fuser:
+    """Folds per-channel affine ops into weights and fuses followers as post-ops.
+
+    Rules: a follower is fused only when it reads the kernel's output, that output has no other
+    reader and is not a partition output. BatchNormalization and per-channel Mul/Div/Add/Sub by
+    a constant fold into conv/deconv/matmul weights and bias while the kernel has no post-ops;
+    then eltwise ops, per-channel or full-size binary ops and (for convolutions) a residual Add
+    become post-ops. The fused kernel runs where its last member ran.
+    """
+
+    def __init__(self, low: Lowering, outputs: set[str]) -> None:
+        self.low = low
+        self.outputs = outputs
+
+    def run(self, kernels: list[Kernel]) -> list[Kernel]:
+        alive = list(kernels)
+        i = 0
+        while i < len(alive):
+            k = alive[i]
+            if k.kind in ("conv", "deconv", "matmul", "binary") and len(k.post_ops) < MAX_POST_OPS:
+                readers = [j for j, c in enumerate(alive) if k.output in self._reads(c)]
+                j = readers[0] if len(readers) == 1 else -1
+                if k.output not in self.outputs and j > i and self._fuse(k, alive[j]):
+                    k.output = alive[j].output
+                    k.members += alive[j].members
+                    del alive[j]
+                    alive.insert(j - 1, alive.pop(i))  # run where its last member ran
+                    continue
+            i += 1
+        return alive
+
+    @staticmethod
+    def _reads(k: Kernel) -> list[str]:
+        return [n for n in k.inputs if n] + [p["input"] for p in k.post_ops if "input" in p]
+
+    def _channels(self, k: Kernel) -> tuple[int, int]:
+        shape = self.low.shape(k.output)
+        axis = len(shape) - 1 if k.kind == "matmul" else 1
+        return axis, shape[axis]
+
+    def _fuse(self, k: Kernel, c: Kernel) -> bool:
+        low = self.low
+        weighted = k.kind in ("conv", "deconv", "matmul") and low.const(k.inputs[1]) is not None
+        if weighted and not k.post_ops and self._fold(k, c):
+            return True
+        if c.kind == "eltwise" and not c.post_ops:
+            k.post_ops.append(
+                {
+                    "kind": "eltwise",
+                    "alg": c.attrs["alg"],
+                    "alpha": c.attrs["alpha"],
+                    "beta": c.attrs["beta"],
+                }
+            )
+            return True
+        if c.kind != "binary" or c.inputs[0] != k.output or c.inputs[1] == k.output:
+            return False
+        other = c.inputs[1]
+        assert other is not None
+        out, oshape = low.shape(k.output), low.shape(other)
+        axis, channels = self._channels(k)
+        if oshape == out:
+            if (
+                k.kind in ("conv", "deconv")
+                and c.attrs["alg"] == "add"
+                and not any(p["kind"] == "sum" for p in k.post_ops)
+            ):
+                k.post_ops.append({"kind": "sum", "input": other})
+            else:
+                k.post_ops.append({"kind": "binary", "alg": c.attrs["alg"], "input": other})
+        elif _channel_vector(oshape, axis, channels) and low.const(other) is not None:
+            k.post_ops.append({"kind": "binary", "alg": c.attrs["alg"], "input": other})
+        else:
+            return False
+        k.post_ops += c.post_ops
+        return True
+
+    def _fold(self, k: Kernel, c: Kernel) -> bool:
+        """Fold an affine follower into k's weights and bias."""
+        low = self.low
+        axis, channels = self._channels(k)
+        if c.kind == "batchnorm":
+            if k.kind == "matmul":
+                return False
+            mean, var, gamma, beta = (low.const(n) for n in c.inputs[1:])
+            scale = gamma / np.sqrt(var + np.float32(c.attrs["epsilon"]))  # type: ignore[operator]
+            shift = beta - mean * scale
+        elif c.kind == "eltwise" and c.attrs["alg"] == "linear" and not c.post_ops:
+            scale = np.full(channels, c.attrs["alpha"], np.float32)
+            shift = np.full(channels, c.attrs["beta"], np.float32)
+        elif c.kind == "binary" and c.inputs[0] == k.output and not c.post_ops:
+            v = low.const(c.inputs[1])
+            if v is None or not _channel_vector(v.shape, axis, channels):
+                return False
+            v = np.broadcast_to(v.reshape(-1), (channels,)).astype(np.float32)
+            ones, zeros = np.ones(channels, np.float32), np.zeros(channels, np.float32)
+            alg = c.attrs["alg"]
+            if alg == "div" and not np.all(v != 0):
+                return False
+            scale = {"mul": v, "div": 1 / v}.get(alg, ones)
+            shift = {"add": v, "sub": -v}.get(alg, zeros)
+        else:
+            return False
+        w = low.const(k.inputs[1])
+        assert w is not None
+        if k.kind == "matmul":
+            w = w * scale
+        elif w.ndim == len(low.shape(k.output)) + 1:  # grouped: g, OC/g, IC/g, ...
+            g = w.shape[0]
+            w = w * scale.reshape(g, -1, *([1] * (w.ndim - 2)))
+        else:
+            w = w * scale.reshape(-1, *([1] * (w.ndim - 1)))
+        bias_name = k.inputs[2]
+        if k.kind == "matmul":
+            shape = (1,) * (len(low.shape(k.output)) - 1) + (channels,)
+            bias = low.const(bias_name) if bias_name else np.zeros(shape, np.float32)
+            bias = bias * scale + shift
+        else:
+            bias = low.const(bias_name) if bias_name else np.zeros(channels, np.float32)
+            bias = bias * scale + shift
+        k.inputs[1] = low.new_const(k.inputs[1] or "w", w)
+        k.inputs[2] = low.new_const(bias_name or f"{k.output}:bias", bias)
+        return True
+
+
+def _channel_vector(shape: tuple[int, ...], axis: int, channels: int) -> bool:
+    """Whether a constant of ``shape`` broadcasts along ``axis`` only (size 1 or C there)."""
+    return all(d == 1 for i, d in enumerate(shape) if i != axis) and (
+        shape[axis] in (1, channels) if len(shape) > axis else False
+    )

@@ -1,0 +1,486 @@
+"""Lowering: the nodes and composites of one partition become oneDNN kernels (``Kernel``),
+values referred to by name, with the ids the shim knows for each kind and algorithm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from byoc import NodeView, Partition
+from byoc.plan import Composite
+
+FLT_MAX = float(np.finfo(np.float32).max)
+ELTWISE_ALGS = {
+    "relu": 1,
+    "logistic": 2,
+    "tanh": 3,
+    "clip": 4,
+    "hardsigmoid": 5,
+    "hardswish": 6,
+    "elu": 7,
+    "gelu_erf": 8,
+    "swish": 9,
+    "linear": 10,
+}
+BINARY_ALGS = {"add": 1, "sub": 2, "mul": 3, "div": 4}
+POOL_ALGS = {"max": 0, "avg_include": 1, "avg_exclude": 2}
+KINDS = (
+    "conv",
+    "deconv",
+    "matmul",
+    "binary",
+    "eltwise",
+    "pool",
+    "softmax",
+    "layernorm",
+    "batchnorm",
+    "concat",
+    "erf",
+    "view",
+    "transpose",
+)
+MAX_POST_OPS = 8
+
+
+@dataclass
+class Kernel:
+    """One oneDNN kernel before serialization: values are referred to by name."""
+
+    kind: str
+    inputs: list[str | None]
+    output: str
+    attrs: dict[str, Any] = field(default_factory=dict)
+    post_ops: list[dict[str, Any]] = field(default_factory=list)
+    members: list[str] = field(default_factory=list)
+    name: str = ""
+
+
+class Lowering:
+    """Turns the steps of one partition into kernels."""
+
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
+        self.graph = partition.graph
+        self.opset = next(
+            (o.version for o in partition.model.opset_import if o.domain in ("", "ai.onnx")), 17
+        )
+        self.consts: dict[str, np.ndarray] = {}
+        self.shapes: dict[str, tuple[int, ...]] = {}
+        self.kernels: list[Kernel] = []
+        self._fresh = 0
+
+    # -- values ---------------------------------------------------------------------------
+
+    def const(self, name: str | None) -> np.ndarray | None:
+        if not name:
+            return None
+        if name not in self.consts:
+            value = self.graph.constant(name)
+            if value is None:
+                return None
+            self.consts[name] = np.asarray(value)
+        return self.consts[name]
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        if name in self.shapes:
+            return self.shapes[name]
+        if name in self.consts:
+            return tuple(self.consts[name].shape)
+        t = self.graph.type_of(name)
+        if t is None or not t.is_static:
+            raise ValueError(f"value '{name}' has no static shape")
+        return tuple(int(d) for d in t.shape or ())
+
+    def new_const(self, base: str, value: np.ndarray) -> str:
+        self._fresh += 1
+        name = f"{base}:{self._fresh}"
+        self.consts[name] = np.ascontiguousarray(value, dtype=np.float32)
+        return name
+
+    def emit(
+        self, kind: str, inputs: list[str | None], output: str, node: NodeView, **attrs: Any
+    ) -> Kernel:
+        k = Kernel(
+            kind, inputs, output, attrs, members=[node.name], name=f"dnnl.{node.op_type.lower()}"
+        )
+        self.kernels.append(k)
+        return k
+
+    def as_rank(self, name: str, rank: int, node: NodeView) -> str:
+        """``name`` with leading 1-dims up to ``rank`` (a free view in plain layout)."""
+        shape = self.shape(name)
+        if len(shape) == rank:
+            return name
+        new = (1,) * (rank - len(shape)) + shape
+        c = self.const(name)
+        if c is not None:
+            return self.new_const(name, c.reshape(new))
+        self._fresh += 1
+        out = f"{name}:rank{self._fresh}"
+        self.shapes[out] = new
+        self.emit("view", [name], out, node)
+        return out
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def lower(self) -> list[Kernel]:
+        for step in self.partition.steps():
+            if isinstance(step, NodeView):
+                self.node(step)
+            else:
+                self.composite(*step)
+        return self.kernels
+
+    def composite(self, comp: Composite, members: list[NodeView]) -> None:
+        start = len(self.kernels)
+        idiom = next((a for a in ("hardswish", "swish", "gelu") if comp.name.endswith(a)), None)
+        if idiom is None:
+            for m in members:
+                self.node(m)
+        else:
+            root = members[-1]
+            x = comp.bound["x"]  # every idiom pattern names the value it reads "x"
+            by_out = {o: m for m in members for o in m.outputs}
+            inner = self._ancestors(x, by_out)
+            for m in members:
+                if m.name in inner:
+                    self.node(m)
+            alg = {"hardswish": "hardswish", "swish": "swish", "gelu": "gelu_erf"}[idiom]
+            alpha, beta = {"hardswish": (1 / 6, 0.5), "swish": (1.0, 0.0)}.get(idiom, (0.0, 0.0))
+            k = self.emit("eltwise", [x], root.outputs[0], root, alg=alg, alpha=alpha, beta=beta)
+            k.members = [m.name for m in members if m.name not in inner]
+        for k in self.kernels[start:]:
+            k.name = comp.name
+
+    @staticmethod
+    def _ancestors(x: str, by_out: dict[str, NodeView]) -> set[str]:
+        found: set[str] = set()
+        stack = [x]
+        while stack:
+            m = by_out.get(stack.pop())
+            if m is not None and m.name not in found:
+                found.add(m.name)
+                stack.extend(n for n in m.inputs if n)
+        return found
+
+    def node(self, node: NodeView) -> None:
+        getattr(self, f"_{node.op_type}", self._unknown)(node)
+
+    def _unknown(self, node: NodeView) -> None:
+        raise ValueError(f"the dnnl backend cannot lower {node.op_type} (node '{node.name}')")
+
+    # -- ops ------------------------------------------------------------------------------
+
+    def _Conv(self, node: NodeView) -> None:
+        a = node.attrs
+        w = self.const(node.inputs[1])
+        assert w is not None
+        x, y = node.inputs[0], node.outputs[0]
+        xs, ys = self.shape(x), self.shape(y)
+        nd = len(xs) - 2
+        k = list(w.shape[2:])
+        strides = list(a.get("strides", [1] * nd))
+        dil = list(a.get("dilations", [1] * nd))
+        pl, pr = self._pads(a, xs[2:], ys[2:], k, strides, dil)
+        group = int(a.get("group", 1))
+        if group > 1:
+            w = w.reshape(group, w.shape[0] // group, *w.shape[1:])
+        wname = self.new_const(node.inputs[1], w)
+        bias = self._bias(node)
+        self.emit(
+            "conv",
+            [x, wname, bias],
+            y,
+            node,
+            strides=strides,
+            dilations=[d - 1 for d in dil],
+            pads_begin=pl,
+            pads_end=pr,
+        )
+
+    def _bias(self, node: NodeView) -> str | None:
+        """A Conv's or ConvTranspose's optional bias (input 2) as a 1-D constant."""
+        bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+        value = self.const(bias)
+        return self.new_const(bias, value.reshape(-1)) if bias and value is not None else None
+
+    def _ConvTranspose(self, node: NodeView) -> None:
+        a = node.attrs
+        w = self.const(node.inputs[1])
+        assert w is not None
+        x, y = node.inputs[0], node.outputs[0]
+        xs, ys = self.shape(x), self.shape(y)
+        nd = len(xs) - 2
+        k = list(w.shape[2:])
+        strides = list(a.get("strides", [1] * nd))
+        pads = list(a.get("pads", [0] * 2 * nd))
+        pl = pads[:nd]
+        pr = [(xs[2 + i] - 1) * strides[i] + k[i] - ys[2 + i] - pl[i] for i in range(nd)]
+        group = int(a.get("group", 1))
+        ic, ocg = w.shape[0], w.shape[1]
+        w = w.reshape(group, ic // group, ocg, *k).swapaxes(1, 2)  # -> g, OC/g, IC/g, k...
+        if group == 1:
+            w = w[0]
+        wname = self.new_const(node.inputs[1], w)
+        bias = self._bias(node)
+        self.emit(
+            "deconv",
+            [x, wname, bias],
+            y,
+            node,
+            strides=strides,
+            dilations=[0] * nd,
+            pads_begin=pl,
+            pads_end=pr,
+        )
+
+    @staticmethod
+    def _pads(
+        a: dict[str, Any],
+        xs: tuple[int, ...],
+        ys: tuple[int, ...],
+        k: list[int],
+        strides: list[int],
+        dil: list[int],
+    ) -> tuple[list[int], list[int]]:
+        nd = len(xs)
+        mode = a.get("auto_pad", "NOTSET")
+        if mode == "NOTSET":
+            pads = list(a.get("pads", [0] * 2 * nd))
+            return pads[:nd], pads[nd:]
+        if mode == "VALID":
+            return [0] * nd, [0] * nd
+        total = [
+            max(0, (ys[i] - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 - xs[i]) for i in range(nd)
+        ]
+        small = [t // 2 for t in total]
+        big = [t - s for t, s in zip(total, small, strict=True)]
+        return (small, big) if mode == "SAME_UPPER" else (big, small)
+
+    def _MatMul(self, node: NodeView) -> None:
+        y = node.outputs[0]
+        rank = len(self.shape(y))
+        a = self.as_rank(node.inputs[0], rank, node)
+        b = node.inputs[1]
+        if self.const(b) is not None:
+            b = self.new_const(b, self.const(b))  # type: ignore[arg-type]
+        b = self.as_rank(b, rank, node)
+        self.emit("matmul", [a, b, None], y, node)
+
+    def _Gemm(self, node: NodeView) -> None:
+        at = node.attrs
+        y = node.outputs[0]
+        m, n = self.shape(y)
+        b = node.inputs[1]
+        bc = self.const(b)
+        if bc is not None:
+            bc = bc.T if at.get("transB", 0) else bc
+            b = self.new_const(b, bc * np.float32(at.get("alpha", 1.0)))
+        bias = None
+        if len(node.inputs) > 2 and node.inputs[2]:
+            c = self.const(node.inputs[2]) * np.float32(at.get("beta", 1.0))  # type: ignore[operator]
+            c = np.broadcast_to(
+                c.reshape(1, -1) if c.ndim == 1 else c.reshape(c.shape or (1, 1)), (m, n)
+            )
+            c = c[:1] if (c == c[:1]).all() else c
+            bias = self.new_const(node.inputs[2], c)
+        self.emit("matmul", [node.inputs[0], b, bias], y, node)
+
+    def _BatchNormalization(self, node: NodeView) -> None:
+        x, scale, shift, mean, var = node.inputs[:5]
+        names = [self.new_const(n, self.const(n).reshape(-1)) for n in (mean, var, scale, shift)]  # type: ignore[union-attr]
+        self.emit(
+            "batchnorm",
+            [x, *names],
+            node.outputs[0],
+            node,
+            epsilon=float(node.attrs.get("epsilon", 1e-5)),
+        )
+
+    def _eltwise(self, node: NodeView, alg: str, alpha: float = 0.0, beta: float = 0.0) -> None:
+        self.emit(
+            "eltwise", [node.inputs[0]], node.outputs[0], node, alg=alg, alpha=alpha, beta=beta
+        )
+
+    def _Relu(self, node: NodeView) -> None:
+        self._eltwise(node, "relu")
+
+    def _LeakyRelu(self, node: NodeView) -> None:
+        self._eltwise(node, "relu", float(node.attrs.get("alpha", 0.01)))
+
+    def _Sigmoid(self, node: NodeView) -> None:
+        self._eltwise(node, "logistic")
+
+    def _Tanh(self, node: NodeView) -> None:
+        self._eltwise(node, "tanh")
+
+    def _Elu(self, node: NodeView) -> None:
+        self._eltwise(node, "elu", float(node.attrs.get("alpha", 1.0)))
+
+    def _HardSigmoid(self, node: NodeView) -> None:
+        a = node.attrs
+        self._eltwise(node, "hardsigmoid", float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
+
+    def _HardSwish(self, node: NodeView) -> None:
+        self._eltwise(node, "hardswish", 1 / 6, 0.5)
+
+    def _Clip(self, node: NodeView) -> None:
+        lo, hi = node.attrs.get("min", -FLT_MAX), node.attrs.get("max", FLT_MAX)
+        if len(node.inputs) > 1 and node.inputs[1]:
+            lo = float(self.const(node.inputs[1]))  # type: ignore[arg-type]
+        if len(node.inputs) > 2 and node.inputs[2]:
+            hi = float(self.const(node.inputs[2]))  # type: ignore[arg-type]
+        self._eltwise(node, "clip", max(float(lo), -FLT_MAX), min(float(hi), FLT_MAX))
+
+    def _Erf(self, node: NodeView) -> None:
+        self.emit("erf", [node.inputs[0]], node.outputs[0], node)
+
+    def _binary(self, node: NodeView, alg: str) -> None:
+        a, b = node.inputs[0], node.inputs[1]
+        y = node.outputs[0]
+        out = self.shape(y)
+        ca, cb = self.const(a), self.const(b)
+        # x op scalar constant: a linear eltwise (fuses as a post-op, folds into weights).
+        for x, c, x_first in ((a, cb, True), (b, ca, False)):
+            if c is not None and c.size == 1 and self.shape(x) == out:
+                v = float(c.reshape(()))
+                lin = {
+                    ("add", True): (1.0, v),
+                    ("add", False): (1.0, v),
+                    ("mul", True): (v, 0.0),
+                    ("mul", False): (v, 0.0),
+                    ("sub", True): (1.0, -v),
+                    ("sub", False): (-1.0, v),
+                }.get((alg, x_first))
+                if alg == "div" and x_first and v != 0.0:
+                    lin = (1.0 / v, 0.0)
+                if lin is not None:
+                    self.emit("eltwise", [x], y, node, alg="linear", alpha=lin[0], beta=lin[1])
+                    return
+        negate = False
+        if self.shape(a) != out:
+            a, b = b, a
+            negate = alg == "sub"
+        rank = len(out)
+        if self.const(b) is not None:
+            b = self.new_const(b, self.const(b))  # type: ignore[arg-type]
+        k = self.emit("binary", [a, self.as_rank(b, rank, node)], y, node, alg=alg)
+        if negate:
+            k.post_ops.append({"kind": "eltwise", "alg": "linear", "alpha": -1.0, "beta": 0.0})
+
+    def _Add(self, node: NodeView) -> None:
+        self._binary(node, "add")
+
+    def _Sum(self, node: NodeView) -> None:  # two inputs: the support check made sure
+        self._binary(node, "add")
+
+    def _Sub(self, node: NodeView) -> None:
+        self._binary(node, "sub")
+
+    def _Mul(self, node: NodeView) -> None:
+        self._binary(node, "mul")
+
+    def _Div(self, node: NodeView) -> None:
+        self._binary(node, "div")
+
+    def _pool(self, node: NodeView, alg: str, kernel: list[int] | None = None) -> None:
+        a = node.attrs
+        x, y = node.inputs[0], node.outputs[0]
+        xs, ys = self.shape(x)[2:], self.shape(y)[2:]
+        nd = len(xs)
+        k = kernel or list(a["kernel_shape"])
+        strides = list(a.get("strides", [1] * nd))
+        dil = list(a.get("dilations", [1] * nd))
+        pl, pr = self._pads(a, xs, ys, k, strides, dil)
+        pr = [
+            max(pr[i], (ys[i] - 1) * strides[i] + (k[i] - 1) * dil[i] + 1 - xs[i] - pl[i])
+            for i in range(nd)
+        ]
+        self.emit(
+            "pool",
+            [x],
+            y,
+            node,
+            alg=alg,
+            kernel=k,
+            strides=strides,
+            dilations=[d - 1 for d in dil],
+            pads_begin=pl,
+            pads_end=pr,
+        )
+
+    def _MaxPool(self, node: NodeView) -> None:
+        self._pool(node, "max")
+
+    def _AveragePool(self, node: NodeView) -> None:
+        include = node.attrs.get("count_include_pad", 0)
+        self._pool(node, "avg_include" if include else "avg_exclude")
+
+    def _GlobalAveragePool(self, node: NodeView) -> None:
+        self._pool(node, "avg_exclude", list(self.shape(node.inputs[0])[2:]))
+
+    def _GlobalMaxPool(self, node: NodeView) -> None:
+        self._pool(node, "max", list(self.shape(node.inputs[0])[2:]))
+
+    def _Softmax(self, node: NodeView) -> None:
+        x, y = node.inputs[0], node.outputs[0]
+        shape = self.shape(x)
+        axis = int(node.attrs.get("axis", -1 if self.opset >= 13 else 1)) % len(shape)
+        if self.opset >= 13 or axis == len(shape) - 1:
+            self.emit("softmax", [x], y, node, axis=axis)
+            return
+        flat = (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
+        self._fresh += 1
+        x2, y2 = f"{x}:2d{self._fresh}", f"{y}:2d{self._fresh}"
+        self.shapes[x2] = self.shapes[y2] = flat
+        self.emit("view", [x], x2, node)
+        self.emit("softmax", [x2], y2, node, axis=1)
+        self.emit("view", [y2], y, node)
+
+    def _LayerNormalization(self, node: NodeView) -> None:
+        x = node.inputs[0]
+        c = self.shape(x)[-1]
+        scale = self.new_const(node.inputs[1], np.broadcast_to(self.const(node.inputs[1]), (c,)))  # type: ignore[arg-type]
+        bias = None
+        if len(node.inputs) > 2 and node.inputs[2]:
+            bias = self.new_const(node.inputs[2], np.broadcast_to(self.const(node.inputs[2]), (c,)))  # type: ignore[arg-type]
+        self.emit(
+            "layernorm",
+            [x, scale, bias],
+            node.outputs[0],
+            node,
+            epsilon=float(node.attrs.get("epsilon", 1e-5)),
+        )
+
+    def _Concat(self, node: NodeView) -> None:
+        y = node.outputs[0]
+        axis = int(node.attrs["axis"]) % len(self.shape(y))
+        ins = []
+        for name in node.inputs:
+            c = self.const(name)
+            ins.append(self.new_const(name, c) if c is not None else name)
+        self.emit("concat", ins, y, node, axis=axis)
+
+    def _Transpose(self, node: NodeView) -> None:
+        x, y = node.inputs[0], node.outputs[0]
+        rank = len(self.shape(x))
+        perm = [int(p) for p in node.attrs.get("perm", range(rank - 1, -1, -1))]
+        c = self.const(x)
+        if c is not None:  # a transposed constant is a constant
+            self.consts[y] = np.ascontiguousarray(c.transpose(perm))
+            return
+        self.emit("transpose", [x], y, node, perm=perm)
+
+    def _view(self, node: NodeView) -> None:
+        x, y = node.inputs[0], node.outputs[0]
+        c = self.const(x)
+        if c is not None:  # a reshaped constant is a constant
+            self.consts[y] = np.ascontiguousarray(c.reshape(self.shape(y)))
+            return
+        self.emit("view", [x], y, node)
+
+    _Reshape = _Flatten = _Squeeze = _Unsqueeze = _Identity = _view
+
+
+# -- fusion -------------------------------------------------------------------------------------
