@@ -362,8 +362,3 @@ class Graph:
         for name in self.reads[index]:
             if name in self.producer:
                 yield self.producer[name]
-
-
-# ---------------------------------------------------------------------------------------------
-# loading and normalizing
-# ---------------------------------------------------------------------------------------------

@@ -78,17 +78,18 @@ class Const(Pattern):
     value: float | None = None  # a one-element constant equal to this (to 1e-6, relative)
 
     def _match(self, graph: Graph, value: str, state: _State) -> Iterator[_State]:
-        if graph.is_constant(value) and (self.value is None or self._equal(graph, value)):
+        if graph.is_constant(value) and (self.value is None or _equal(graph, value, self.value)):
             new = state.bind(self.name, value) if self.name else state
             if new is not None:
                 yield new
 
-    def _equal(self, graph: Graph, value: str) -> bool:
-        array = graph.constant(value)
-        if array is None or array.size != 1 or array.dtype.kind not in "fiu":
-            return False
-        expected = float(self.value or 0.0)
-        return abs(float(array.reshape(())) - expected) <= 1e-6 * max(1.0, abs(expected))
+
+def _equal(graph: Graph, value: str, expected: float) -> bool:
+    """``value`` is a one-element numeric constant equal to ``expected`` (1e-6, relative)."""
+    array = graph.constant(value)
+    if array is None or array.size != 1 or array.dtype.kind not in "fiu":
+        return False
+    return abs(float(array.reshape(())) - expected) <= 1e-6 * max(1.0, abs(expected))
 
 
 @dataclass(frozen=True)
@@ -203,9 +204,6 @@ class Match:
     @property
     def root(self) -> NodeView:
         return self.graph.view(self.members[-1])
-
-    def by_op(self, op_type: str) -> list[NodeView]:
-        return [v for v in self.nodes if v.op_type == op_type]
 
     def _value(self, name: str) -> str:
         if name not in self.bound:

@@ -89,12 +89,13 @@ def test_annotate_target_offers_nodes_in_backend_order_and_records_why_not():
 
 
 def test_annotate_target_leaves_labelled_nodes_and_reports_a_check_that_raises():
-    state = PassState.start(chain())
-    state = PassState(state.graph, ("Z", None, None, None, None))
-    boom = Candidate("A", {"MatMul": lambda v: 1 / 0, "Add": None})
+    state = PassState(chain(), ("Z", None, None, None, None))
+    boom = Candidate("A", {"MatMul": lambda v: 1 / 0, "Add": None, "Relu": lambda v: 1 / 0})
     after = annotate_target(state, [boom])
     assert names(after)["mm"] == "Z" and names(after)["bias"] == "A"
-    assert 0 not in after.refusals
+    assert 0 not in after.refusals  # a labelled node is not offered: its check never ran
+    assert names(after)["r"] is None
+    assert after.refusals[2] == (("A", "check raised ZeroDivisionError: division by zero"),)
 
 
 def test_merge_compiler_regions_groups_a_label_and_starts_from_composites():
