@@ -170,6 +170,61 @@ def test_pooling(op: str, attrs: dict) -> None:
     claimed(assert_matches_onnxruntime(model, DNNL), op)
 
 
+MODES = [{}, {"backend": {"dnnl": {"codegen": "c"}}}]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_pooling_and_lrn_over_a_plain_source_run_channels_last(mode: dict) -> None:
+    """A MaxPool or LRN reading the partition's NCHW input would run oneDNN's scalar
+    ``simple_nchw`` or reference kernel (10-100x slower than its jit kernels); it runs on a
+    channels-last copy instead, in both codegen modes."""
+    consts = {"w": rand(16, 16, 3, 3)}
+    nodes = [
+        node("MaxPool", ["x"], "p", kernel_shape=[3, 3], strides=[2, 2]),
+        node("LRN", ["p"], "n", size=5, alpha=0.02, beta=0.75, bias=1.5),
+        node("Conv", ["n", "w"], "y", pads=[1, 1, 1, 1]),
+    ]
+    model = make_model(nodes, {"x": [1, 16, 21, 21]}, ["y"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    claimed(report, "MaxPool")
+    claimed(report, "LRN")
+    impls = dnnl_impls(byoc.compile(model, config))
+    assert any(i.startswith("pooling ") for i in impls), impls
+    assert any(i.startswith("lrn ") for i in impls), impls
+    assert not any(i.split()[1].startswith(plugin.SLOW) for i in impls), impls
+
+
+def test_lrn_of_even_size_is_refused_with_reason() -> None:
+    """oneDNN's LRN window is centred; ONNX's reaches one channel further up for even sizes
+    (onnxruntime refuses to run them at all, so this compares nothing)."""
+    nodes, consts = conv_stem()
+    nodes.append(node("LRN", ["h"], "y", size=4))
+    plan = byoc.partition(make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts), DNNL)
+    decision = plan.decisions["y"]
+    assert decision.backend == "onnxruntime"
+    assert "LRN of size 4" in str(decision.refusals), decision.refusals
+
+
+def test_inference_dropout_is_claimed_and_training_dropout_is_not() -> None:
+    """Inference-mode Dropout is the identity, so it does not cut a partition in two;
+    Dropout with its mask output or in training mode stays with onnxruntime."""
+    nodes, consts = conv_stem()
+    consts |= {"w1": rand(8, 8, 1, 1), "on": np.array(True)}
+    nodes += [
+        node("Dropout", ["h"], "d"),
+        node("Conv", ["d", "w1"], "y"),
+        node("Dropout", ["y", "", "on"], "t"),
+        node("Dropout", ["y"], ["u", "mask"]),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "t", "u"], consts)
+    plan = byoc.partition(model, DNNL)
+    assert plan.decisions["d"].backend == "dnnl"
+    assert "training mode" in str(plan.decisions["t"].refusals)
+    assert "mask output" in str(plan.decisions["u"].refusals)
+    assert len(plan.partitions) == 1, plan.table()
+
+
 def test_batchnorm_standalone_and_concat() -> None:
     nodes, consts = conv_stem()
     consts |= {"s": rand(8), "bb": rand(8), "m": rand(8), "v": np.abs(rand(8)) + 0.5}
@@ -393,7 +448,7 @@ def test_a_kernel_on_onednns_reference_implementation_goes_to_onnxruntime(monkey
     assert decisions["p"].backend == "onnxruntime"
     ((backend, reason),) = decisions["p"].refusals
     assert backend == "dnnl" and reason.startswith(
-        "refused at codegen: oneDNN has only its reference kernel for it (softmax ref:any"
+        "refused at codegen: oneDNN has only a slow kernel for it (softmax ref:any"
     )
     assert decisions["h"].backend == decisions["y"].backend == "dnnl"
 

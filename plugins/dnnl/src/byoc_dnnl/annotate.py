@@ -18,7 +18,7 @@ Check = Callable[[NodeView], str | None]
 
 ELTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Erf")
 BINARY = ("Add", "Sub", "Mul", "Div")
-VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 # The ops oneDNN runs faster than onnxruntime. A partition without one of them only moves
 # memory-bound work (pooling, normalization, softmax, elementwise ops) that onnxruntime does as
 # well, and pays for its boundary reorders and the onnxruntime fusions it cuts (a quantized
@@ -188,6 +188,15 @@ def _layernorm(node: NodeView) -> str | None:
     return None
 
 
+def _lrn(node: NodeView) -> str | None:
+    if not 3 <= _rank(node) <= 5:
+        return "LRN needs rank 3 to 5"
+    size = node.attrs.get("size", 0)
+    if size < 1 or size % 2 == 0:
+        return f"LRN of size {size}: oneDNN's window is centred, so only odd sizes"
+    return None
+
+
 def _concat(node: NodeView) -> str | None:
     return None if _rank(node) >= 1 else "Concat of scalars is not supported"
 
@@ -204,6 +213,17 @@ def _view(node: NodeView) -> str | None:
     operand = node.inputs[1] if len(node.inputs) > 1 else ""
     if node.op_type in ("Reshape", "Squeeze", "Unsqueeze") and operand and node.const(1) is None:
         return "the shape/axes operand is not a constant"
+    return None
+
+
+def _dropout(node: NodeView) -> str | None:
+    """Inference-mode Dropout is the identity."""
+    if len([o for o in node.outputs if o]) > 1:
+        return "Dropout with a mask output is not supported"
+    if len(node.inputs) > 2 and node.inputs[2]:
+        mode = node.const(2)
+        if mode is None or bool(mode):
+            return "Dropout in training mode (or not known to be off) is not supported"
     return None
 
 
@@ -225,10 +245,12 @@ _CHECKS: dict[str, Check] = {
     "GlobalAveragePool": _global_pool,
     "GlobalMaxPool": _global_pool,
     "Softmax": _ok,
+    "LRN": _lrn,
     "LayerNormalization": _layernorm,
     "Concat": _concat,
     "Transpose": _transpose,
     **{t: _view for t in VIEWS},
+    "Dropout": _dropout,
 }
 
 

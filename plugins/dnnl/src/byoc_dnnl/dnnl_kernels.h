@@ -61,6 +61,8 @@ Kernel *eltwise(Context &c, const char *alg, float alpha, float beta, const In &
 Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const Dims &kernel,
              const Dims &strides, const Dims &dilations, const Dims &pads_begin,
              const Dims &pads_end);
+// Local response normalization across channels (ONNX LRN; an odd size).
+Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &src);
 Kernel *softmax(Context &c, int axis, const In &src);
 Kernel *layernorm(Context &c, float epsilon, const In &src, const In &scale, const In &shift);
 Kernel *batchnorm(Context &c, float epsilon, const In &src, const In &mean, const In &variance,

@@ -28,14 +28,16 @@ using dt = memory::data_type;
 namespace {
 
 using byoc_dnnl::any;
+using byoc_dnnl::by_name;
+using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::plain;
+using byoc_ops::BINARY_ALGS;  // the algorithm tables (ops.py, generated)
+using byoc_ops::ELTWISE_ALGS;
+using byoc_ops::POOL_ALGS;
 
 [[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
-
-
-
 
 size_t aligned(size_t n) { return (n + 63) / 64 * 64; }
 
@@ -45,35 +47,8 @@ std::shared_ptr<char> allocate(size_t bytes) {
     return std::shared_ptr<char>(p, std::free);
 }
 
-algorithm eltwise_alg(const std::string &a) {
-    static const std::unordered_map<std::string, algorithm> algs = {
-        {"relu", algorithm::eltwise_relu},
-        {"logistic", algorithm::eltwise_logistic},
-        {"tanh", algorithm::eltwise_tanh},
-        {"clip", algorithm::eltwise_clip_v2},
-        {"hardsigmoid", algorithm::eltwise_hardsigmoid},
-        {"hardswish", algorithm::eltwise_hardswish},
-        {"elu", algorithm::eltwise_elu},
-        {"gelu_erf", algorithm::eltwise_gelu_erf},
-        {"swish", algorithm::eltwise_swish},
-        {"linear", algorithm::eltwise_linear},
-    };
-    auto it = algs.find(a);
-    if (it == algs.end()) fail("unknown eltwise algorithm '" + a + "'");
-    return it->second;
-}
-
-algorithm binary_alg(const std::string &a) {
-    static const std::unordered_map<std::string, algorithm> algs = {
-        {"add", algorithm::binary_add},
-        {"sub", algorithm::binary_sub},
-        {"mul", algorithm::binary_mul},
-        {"div", algorithm::binary_div},
-    };
-    auto it = algs.find(a);
-    if (it == algs.end()) fail("unknown binary algorithm '" + a + "'");
-    return it->second;
-}
+algorithm eltwise_alg(const std::string &a) { return by_name(ELTWISE_ALGS, a, "eltwise"); }
+algorithm binary_alg(const std::string &a) { return by_name(BINARY_ALGS, a, "binary"); }
 
 }  // namespace
 
@@ -337,18 +312,29 @@ Kernel *eltwise(Context &c, const char *alg, float alpha, float beta, const In &
 Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const Dims &kernel,
              const Dims &strides, const Dims &dilations, const Dims &pads_begin,
              const Dims &pads_end) {
-    std::string a = alg;
-    algorithm pa = a == "max"           ? algorithm::pooling_max
-                   : a == "avg_include" ? algorithm::pooling_avg_include_padding
-                   : a == "avg_exclude" ? algorithm::pooling_avg_exclude_padding
-                                        : throw std::runtime_error("unknown pooling '" + a + "'");
-    auto pd = pooling_forward::primitive_desc(c.eng, prop_kind::forward_inference, pa,
-                                              plain(src.dims), any(dst), strides, kernel, dilations,
-                                              pads_begin, pads_end, attr_of(c, false));
+    algorithm pa = by_name(POOL_ALGS, alg, "pooling");
+    auto pd = fast_layout(plain(src.dims), [&](const memory::desc &s) {
+        return pooling_forward::primitive_desc(c.eng, prop_kind::forward_inference, pa, s,
+                                               any(dst), strides, kernel, dilations, pads_begin,
+                                               pads_end, attr_of(c, false));
+    });
     Builder b(c);
     b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
     b.output(dst, pd.dst_desc());
     return b.finish(pooling_forward(pd), pd);
+}
+
+Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &src) {
+    if (size < 1 || size % 2 == 0) fail("lrn: the size must be odd");
+    auto pd = fast_layout(plain(src.dims), [&](const memory::desc &md) {
+        return lrn_forward::primitive_desc(c.eng, prop_kind::forward_inference,
+                                           algorithm::lrn_across_channels, md, md, size, alpha,
+                                           beta, k, attr_of(c, false));
+    });
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
+    b.output(src.dims, pd.dst_desc());
+    return b.finish(lrn_forward(pd), pd);
 }
 
 Kernel *softmax(Context &c, int axis, const In &src) {

@@ -1,10 +1,13 @@
-// layouts.hpp: memory descriptors both of byoc-dnnl's native libraries use (shim.cpp, the JSON
-// runtime; kernels.cpp, the C source mode's kernel library).
+// layouts.hpp: what both of byoc-dnnl's native libraries use (shim.cpp, the JSON runtime;
+// kernels.cpp, the C source mode's kernel library): memory descriptors, the test for oneDNN's
+// slow kernels, and lookups in the algorithm tables ops.py generates.
 
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
+#include <stdexcept>
 #include <string>
 
 namespace byoc_dnnl {
@@ -33,6 +36,9 @@ inline dnnl::memory::desc innermost(const dnnl::memory::dims &d, int axis) {
     return dnnl::memory::desc(d, dnnl::memory::data_type::f32, strides);
 }
 
+// Dense float32 with the channels (dim 1) innermost: NWC, NHWC, NDHWC.
+inline dnnl::memory::desc channels_last(const dnnl::memory::dims &d) { return innermost(d, 1); }
+
 // Whatever layout oneDNN prefers.
 inline dnnl::memory::desc any(const dnnl::memory::dims &d) {
     return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
@@ -41,6 +47,50 @@ inline dnnl::memory::desc any(const dnnl::memory::dims &d) {
 // oneDNN's reference implementations are plain C loops, often 10-100x slower than onnxruntime.
 inline bool is_reference(const dnnl::primitive_desc_base &pd) {
     return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
+// Reference kernels, and pooling's "simple_nchw": scalar loops over a plain NCHW tensor, 10-100x
+// slower than its jit kernels over NHWC or a blocked layout (a 3x3 max pool over 192x55x55:
+// 4 ms against 0.03 ms on an AVX2 Zen 3). plugin.py's SLOW lists the same names.
+inline bool is_slow(const dnnl::primitive_desc_base &pd) {
+    const std::string impl = pd.impl_info_str();
+    return impl.rfind("ref", 0) == 0 || impl.rfind("simple_nchw", 0) == 0;
+}
+
+// make(md), or make(channels-last) when oneDNN's kernel for md is slow and for channels-last
+// is not (pooling and LRN over a plain NCHW source). The caller reorders its source to the
+// returned primitive's src_desc().
+template <class Make>
+auto fast_layout(const dnnl::memory::desc &md, Make make) {
+    auto pd = make(md);
+    if (is_slow(pd)) {
+        auto moved = make(channels_last(md.get_dims()));
+        if (!is_slow(moved)) return moved;
+    }
+    return pd;
+}
+
+// One row of a generated algorithm table (ops.py): the JSON graph's name, oneDNN's algorithm.
+struct Alg {
+    const char *name;
+    dnnl::algorithm alg;
+};
+
+// The algorithm with this id (its row + 1: what Python sends the shim).
+template <size_t N>
+dnnl::algorithm by_id(const Alg (&table)[N], int64_t id, const char *what) {
+    if (id < 1 || id > (int64_t)N)
+        throw std::runtime_error(std::string("unknown ") + what + " algorithm " +
+                                 std::to_string(id));
+    return table[id - 1].alg;
+}
+
+// The algorithm with this name (what a generated C++ partition passes the kernel library).
+template <size_t N>
+dnnl::algorithm by_name(const Alg (&table)[N], const std::string &name, const char *what) {
+    for (const Alg &a : table)
+        if (name == a.name) return a.alg;
+    throw std::runtime_error(std::string("unknown ") + what + " algorithm '" + name + "'");
 }
 
 }  // namespace byoc_dnnl

@@ -1,5 +1,5 @@
 """Lowering: the nodes and composites of one partition become oneDNN kernels (``Kernel``),
-values referred to by name, with the ids the shim knows for each kind and algorithm."""
+values referred to by name (their kinds and algorithms: ops.py)."""
 
 from __future__ import annotations
 
@@ -11,35 +11,6 @@ from byoc import NodeView, Partition
 from byoc.plan import Composite
 
 FLT_MAX = float(np.finfo(np.float32).max)
-ELTWISE_ALGS = {
-    "relu": 1,
-    "logistic": 2,
-    "tanh": 3,
-    "clip": 4,
-    "hardsigmoid": 5,
-    "hardswish": 6,
-    "elu": 7,
-    "gelu_erf": 8,
-    "swish": 9,
-    "linear": 10,
-}
-BINARY_ALGS = {"add": 1, "sub": 2, "mul": 3, "div": 4}
-POOL_ALGS = {"max": 0, "avg_include": 1, "avg_exclude": 2}
-KINDS = (
-    "conv",
-    "deconv",
-    "matmul",
-    "binary",
-    "eltwise",
-    "pool",
-    "softmax",
-    "layernorm",
-    "batchnorm",
-    "concat",
-    "erf",
-    "view",
-    "transpose",
-)
 MAX_POST_OPS = 8
 
 
@@ -423,6 +394,19 @@ class Lowering:
     def _GlobalMaxPool(self, node: NodeView) -> None:
         self._pool(node, "max", list(self.shape(node.inputs[0])[2:]))
 
+    def _LRN(self, node: NodeView) -> None:
+        a = node.attrs
+        self.emit(
+            "lrn",
+            [node.inputs[0]],
+            node.outputs[0],
+            node,
+            size=int(a["size"]),
+            alpha=float(a.get("alpha", 1e-4)),
+            beta=float(a.get("beta", 0.75)),
+            bias=float(a.get("bias", 1.0)),
+        )
+
     def _Softmax(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]
         shape = self.shape(x)
@@ -480,7 +464,7 @@ class Lowering:
             return
         self.emit("view", [x], y, node)
 
-    _Reshape = _Flatten = _Squeeze = _Unsqueeze = _Identity = _view
+    _Reshape = _Flatten = _Squeeze = _Unsqueeze = _Identity = _Dropout = _view
 
 
 # -- fusion -------------------------------------------------------------------------------------

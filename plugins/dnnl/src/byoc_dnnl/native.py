@@ -22,6 +22,8 @@ from typing import Any
 
 from byoc import native
 
+from byoc_dnnl import ops
+
 # The shim's C API. Only ints, floats and pointers: nothing of oneDNN crosses this line.
 CDEF = """
 void *bd_create(int bf16, char *err, size_t errlen);
@@ -85,8 +87,11 @@ def onednn_version(prefix: Path) -> str:
 
 
 def source(name: str) -> str:
-    """One of the plugin's C++ files (``shim.cpp``, ``kernels.cpp``)."""
-    return resources.files("byoc_dnnl").joinpath(name).read_text()
+    """One of the plugin's C++ files (``shim.cpp``, ``kernels.cpp``) behind the generated
+    ``ops.header()`` (its ids and algorithms); ``#line`` keeps the compiler's messages on the
+    file's own lines."""
+    text = resources.files("byoc_dnnl").joinpath(name).read_text()
+    return f'{ops.header()}#line 1 "{name}"\n{text}'
 
 
 def _package() -> Path:
@@ -104,7 +109,7 @@ def build_id() -> str:
     """What decides the native code's speed besides byoc-dnnl's version: the plugin's C++ files
     and the oneDNN they link (measured placement's cache key)."""
     files = sorted(_package().glob("*.[ch]*"))
-    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files))
+    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files) + ops.header().encode())
     try:
         digest.update(str(onednn_prefix()).encode())
         digest.update(onednn_version(onednn_prefix()).encode())

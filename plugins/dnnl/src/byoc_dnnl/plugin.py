@@ -130,22 +130,27 @@ def _make_runtime(artifact: Artifact, config: Mapping[str, Any]) -> Runtime | cs
     return csource.CRuntime(graph, artifact.weights, artifact.library, config)
 
 
-def slow_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dict[str, str]:
-    """``{ONNX node: reason}`` for the kernels oneDNN runs with a reference implementation.
+# Implementations far slower than onnxruntime's kernels (layouts.hpp's is_slow): oneDNN's
+# reference kernels, plain C loops (a binary op on a blocked layout, a softmax over an outer
+# axis), and pooling's scalar loop over plain NCHW.
+SLOW = ("ref", "simple_nchw")
 
-    Its reference kernels are plain C loops, often 10-100x slower than onnxruntime (a binary
-    op on a blocked layout, a softmax over an outer axis). Reorders and concat are exempt:
-    their "ref" implementations are a series of optimized reorders.
+
+def slow_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dict[str, str]:
+    """``{ONNX node: reason}`` for the kernels oneDNN runs with a slow implementation (SLOW).
+
+    Reorders and concat are exempt: their "ref" implementations are a series of optimized
+    reorders.
     """
     kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
     refused: dict[str, str] = {}
     for k, impl in runtime.implementations():
         kind, _, name = impl.partition(" ")
-        if k < 0 or kind in ("reorder", "concat") or not name.startswith("ref"):
+        if k < 0 or kind in ("reorder", "concat") or not name.startswith(SLOW):
             continue
         for member in kernels[k].get("members", []):
             refused[member] = (
-                f"oneDNN has only its reference kernel for it ({impl}: {kernels[k]['name']}, "
+                f"oneDNN has only a slow kernel for it ({impl}: {kernels[k]['name']}, "
                 f"shape {kernels[k]['shape']}), far slower than onnxruntime"
             )
     return refused

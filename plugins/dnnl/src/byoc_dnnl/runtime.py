@@ -18,10 +18,8 @@ from byoc import ArtifactError, InputError
 
 from byoc_dnnl import native
 from byoc_dnnl.codegen import FORMAT, Artifact
-from byoc_dnnl.lowering import BINARY_ALGS, ELTWISE_ALGS, KINDS, POOL_ALGS
+from byoc_dnnl.ops import ALG_IDS, OP_IDS, POST_IDS
 
-_OP_IDS = {kind: i + 1 for i, kind in enumerate(KINDS)}  # shim.cpp's OpKind
-_POST_IDS = {"eltwise": 1, "sum": 2, "binary": 3}
 _MAX_ELEMENTS = 1 << 34
 SMALL_KERNEL_FLOPS = 1e6
 
@@ -93,7 +91,7 @@ def validate(graph: Any, weights: Mapping[str, np.ndarray]) -> None:
 
 def _validate_kernel(i: int, node: dict[str, Any]) -> None:
     kind = node.get("kind")
-    if kind not in _OP_IDS:
+    if kind not in OP_IDS:
         raise _bad(f"node {i} has unknown kernel kind {kind!r}")
     inputs = node.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(v, int) for v in inputs):
@@ -107,15 +105,15 @@ def _validate_kernel(i: int, node: dict[str, Any]) -> None:
     if not isinstance(posts, list) or len(posts) > 16:
         raise _bad(f"node {i}: post_ops must be a list (at most 16)")
     for p in posts:
-        if not isinstance(p, dict) or p.get("kind") not in _POST_IDS:
+        if not isinstance(p, dict) or p.get("kind") not in POST_IDS:
             raise _bad(f"node {i}: bad post-op {p!r:.80}")
         if p["kind"] != "eltwise" and (
             not isinstance(p.get("input"), int) or not 0 <= p["input"] < i
         ):
             raise _bad(f"node {i}: a post-op reads a node that does not come before it")
-        if p["kind"] == "eltwise" and p.get("alg") not in ELTWISE_ALGS:
+        if p["kind"] == "eltwise" and p.get("alg") not in ALG_IDS["eltwise"]:
             raise _bad(f"node {i}: unknown eltwise algorithm {p.get('alg')!r}")
-        if p["kind"] == "binary" and p.get("alg") not in BINARY_ALGS:
+        if p["kind"] == "binary" and p.get("alg") not in ALG_IDS["binary"]:
             raise _bad(f"node {i}: unknown binary algorithm {p.get('alg')!r}")
 
 
@@ -178,7 +176,7 @@ class Runtime:
         ip, fp = _params(i, node, ids)
         status = lib.bd_op(
             self._net,
-            _OP_IDS[node["kind"]],
+            OP_IDS[node["kind"]],
             len(ins),
             ffi.new("int[]", ins),
             tid,
@@ -277,6 +275,14 @@ def _auto_threads(graph: dict[str, Any]) -> int:
     return 1 if work < SMALL_KERNEL_FLOPS * max(1, len(kernels)) else max(1, cores or 1)
 
 
+def _alg(i: int, kind: str, attrs: dict[str, Any]) -> int:
+    """The shim's id of a kernel's ``alg`` attribute (ops.py), or ArtifactError."""
+    alg = ALG_IDS[kind].get(attrs["alg"])
+    if alg is None:
+        raise _bad(f"node {i}: unknown {kind} algorithm {attrs['alg']!r}")
+    return alg
+
+
 def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int], list[float]]:
     """The shim's integer and float parameters of a kernel node (see shim.cpp)."""
     a, kind = node["attrs"], node["kind"]
@@ -286,10 +292,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
     ip: list[int] = [len(node["post_ops"])] if fused else []
     fp: list[float] = []
     for p in node["post_ops"]:
-        alg = {"eltwise": ELTWISE_ALGS, "binary": BINARY_ALGS}.get(p["kind"], {}).get(
-            p.get("alg"), 0
-        )
-        ip += [_POST_IDS[p["kind"]], alg, ids[p["input"]] if "input" in p else -1]
+        alg = ALG_IDS.get(p["kind"], {}).get(p.get("alg"), 0)
+        ip += [POST_IDS[p["kind"]], alg, ids[p["input"]] if "input" in p else -1]
         fp += [
             _number(p.get("alpha", 0.0), f"node {i} alpha"),
             _number(p.get("beta", 0.0), f"node {i} beta"),
@@ -300,24 +304,21 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
         elif kind == "pool":
-            if a["alg"] not in POOL_ALGS:
-                raise _bad(f"node {i}: unknown pooling {a['alg']!r}")
-            ip += [POOL_ALGS[a["alg"]], *_ints(a["kernel"], "kernel", nd, 1)]
+            ip += [_alg(i, "pool", a), *_ints(a["kernel"], "kernel", nd, 1)]
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
         elif kind == "binary":
-            if a["alg"] not in BINARY_ALGS:
-                raise _bad(f"node {i}: unknown binary algorithm {a['alg']!r}")
-            ip.append(BINARY_ALGS[a["alg"]])
+            ip.append(_alg(i, "binary", a))
         elif kind == "eltwise":
-            if a["alg"] not in ELTWISE_ALGS:
-                raise _bad(f"node {i}: unknown eltwise algorithm {a['alg']!r}")
-            ip = [ELTWISE_ALGS[a["alg"]]]
+            ip = [_alg(i, "eltwise", a)]
             fp = [_number(a["alpha"], "alpha"), _number(a["beta"], "beta")]
         elif kind in ("softmax", "concat"):
             ip = _ints([a["axis"]], "axis")
         elif kind in ("layernorm", "batchnorm"):
             fp = [_number(a["epsilon"], "epsilon")]
+        elif kind == "lrn":
+            ip = _ints([a["size"]], "size", lo=1)
+            fp = [_number(a[k], k) for k in ("alpha", "beta", "bias")]
         elif kind == "transpose":
             ip = _ints(a["perm"], "perm", len(node["shape"]))
     except (KeyError, TypeError) as exc:

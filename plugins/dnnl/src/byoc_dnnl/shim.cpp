@@ -35,16 +35,14 @@ using dt = memory::data_type;
 namespace {
 
 using byoc_dnnl::any;
+using byoc_dnnl::by_id;
+using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::plain;
+using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generated)
 
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
-enum OpKind {
-    OP_CONV = 1, OP_DECONV, OP_MATMUL, OP_BINARY, OP_ELTWISE, OP_POOL, OP_SOFTMAX, OP_LAYERNORM,
-    OP_BATCHNORM, OP_CONCAT, OP_ERF, OP_VIEW, OP_TRANSPOSE
-};
-enum PostKind { PO_ELTWISE = 1, PO_SUM = 2, PO_BINARY = 3 };
 
 struct Value {
     dims_t dims;
@@ -186,37 +184,8 @@ void push(Net &n, const primitive &p, std::vector<std::pair<int, int>> args) {
     n.steps.push_back(s);
 }
 
-algorithm eltwise_alg(int64_t a) {
-    switch (a) {
-        case 1: return algorithm::eltwise_relu;
-        case 2: return algorithm::eltwise_logistic;
-        case 3: return algorithm::eltwise_tanh;
-        case 4: return algorithm::eltwise_clip_v2;
-        case 5: return algorithm::eltwise_hardsigmoid;
-        case 6: return algorithm::eltwise_hardswish;
-        case 7: return algorithm::eltwise_elu;
-        case 8: return algorithm::eltwise_gelu_erf;
-        case 9: return algorithm::eltwise_swish;
-        case 10: return algorithm::eltwise_linear;
-        case 11: return algorithm::eltwise_sqrt;
-        case 12: return algorithm::eltwise_exp;
-        case 13: return algorithm::eltwise_abs;
-        case 14: return algorithm::eltwise_gelu_tanh;
-    }
-    fail("unknown eltwise algorithm " + std::to_string(a));
-}
-
-algorithm binary_alg(int64_t a) {
-    switch (a) {
-        case 1: return algorithm::binary_add;
-        case 2: return algorithm::binary_sub;
-        case 3: return algorithm::binary_mul;
-        case 4: return algorithm::binary_div;
-        case 5: return algorithm::binary_max;
-        case 6: return algorithm::binary_min;
-    }
-    fail("unknown binary algorithm " + std::to_string(a));
-}
+algorithm eltwise_alg(int64_t a) { return by_id(ELTWISE_ALGS, a, "eltwise"); }
+algorithm binary_alg(int64_t a) { return by_id(BINARY_ALGS, a, "binary"); }
 
 // Reads a post-op list from the front of op.ip / op.fp: [n, (kind, alg, tensor) * n] and
 // [(alpha, beta) * n]. Returns where the op's own params start.
@@ -236,7 +205,7 @@ std::pair<size_t, size_t> read_posts(const Net &n, const Op &op, std::vector<Pos
     for (int64_t i = 0; i < count; ++i) {
         Post p{(int)op.ip[1 + 3 * i], op.ip[2 + 3 * i], (int)op.ip[3 + 3 * i], op.fp[2 * i],
                op.fp[2 * i + 1]};
-        if (p.kind < PO_ELTWISE || p.kind > PO_BINARY) fail("bad post-op kind");
+        if (p.kind < 1 || p.kind >= PO_END) fail("bad post-op kind");
         if (p.kind != PO_ELTWISE) check_value(n, p.tensor, "post-op operand");
         posts.push_back(p);
     }
@@ -549,17 +518,36 @@ void lower_pool(Net &n, const Op &op) {
     const dims_t sd = n.values[a].dims;
     if (sd.size() < 3 || sd.size() > 5) fail("pool src must have 3 to 5 dims");
     size_t k = sd.size() - 2, at = 1;
-    algorithm alg = op.ip[0] == 0   ? algorithm::pooling_max
-                    : op.ip[0] == 1 ? algorithm::pooling_avg_include_padding
-                                    : algorithm::pooling_avg_exclude_padding;
+    algorithm alg = by_id(POOL_ALGS, op.ip[0], "pooling");
     dims_t kernel = take(op.ip, at, k), strides = take(op.ip, at, k), dil = take(op.ip, at, k),
            pl = take(op.ip, at, k), pr = take(op.ip, at, k);
-    auto pd = pooling_forward::primitive_desc(n.eng, prop_kind::forward_inference, alg,
-                                              n.values[a].md, any(n.values[op.out].dims),
-                                              strides, kernel, dil, pl, pr, plain_attr());
+    auto pd = fast_layout(n.values[a].md, [&](const memory::desc &src) {
+        return pooling_forward::primitive_desc(n.eng, prop_kind::forward_inference, alg, src,
+                                               any(n.values[op.out].dims), strides, kernel, dil,
+                                               pl, pr, plain_attr());
+    });
+    a = ensure_md(n, a, pd.src_desc());
     set_out(n, op.out, pd.dst_desc());
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
     push(n, pooling_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+}
+
+void lower_lrn(Net &n, const Op &op) {
+    if (op.ins.size() != 1 || op.ip.size() != 1 || op.fp.size() != 3) fail("bad lrn op");
+    int a = op.ins[0];
+    check_value(n, a, "lrn src");
+    const dims_t d = n.values[a].dims;
+    if (d.size() < 3 || d.size() > 5 || d != n.values[op.out].dims) fail("lrn: bad shape");
+    if (op.ip[0] < 1 || op.ip[0] % 2 == 0) fail("lrn: the size must be odd");
+    auto pd = fast_layout(n.values[a].md, [&](const memory::desc &md) {
+        return lrn_forward::primitive_desc(n.eng, prop_kind::forward_inference,
+                                           algorithm::lrn_across_channels, md, md, op.ip[0],
+                                           op.fp[0], op.fp[1], op.fp[2], plain_attr());
+    });
+    a = ensure_md(n, a, pd.src_desc());
+    set_out(n, op.out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, lrn_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
 }
 
 void lower_softmax(Net &n, const Op &op) {
@@ -743,6 +731,7 @@ void lower(Net &n, const Op &op) {
         case OP_ERF: lower_erf(n, op); break;
         case OP_VIEW: lower_view(n, op); break;
         case OP_TRANSPOSE: lower_transpose(n, op); break;
+        case OP_LRN: lower_lrn(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
