@@ -11,6 +11,7 @@ Partition a model between backend plugins and onnxruntime, compile, run, and com
 """
 
 from byoc.compare import CompareReport, compare, random_inputs
+from byoc.compiled import CompiledModel
 from byoc.config import Config, load_config
 from byoc.errors import (
     ArtifactError,
@@ -22,7 +23,7 @@ from byoc.errors import (
     NodesRefused,
     PluginError,
 )
-from byoc.executor import CompiledModel, build, load_module
+from byoc.executor import build, load_module
 from byoc.graph import NodeView, TensorType
 from byoc.hookspecs import hookimpl
 from byoc.pipeline import partition

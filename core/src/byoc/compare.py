@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from byoc.compiled import CompiledModel
 from byoc.config import Config, load_config
 from byoc.errors import ModelError
-from byoc.executor import CompiledModel
 from byoc.graph import Graph
 from byoc.inputs import random_inputs
 from byoc.pipeline import ConfigLike, ModelLike

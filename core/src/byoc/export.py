@@ -25,7 +25,7 @@ from byoc.plugins import Registry
 from byoc.version import __version__
 
 if TYPE_CHECKING:
-    from byoc.executor import CompiledModel
+    from byoc.compiled import CompiledModel
 
 FORMAT = "byoc"
 FORMAT_VERSION = 1

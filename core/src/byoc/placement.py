@@ -41,9 +41,10 @@ import onnx
 import platformdirs
 
 from byoc import plugins
+from byoc.compiled import CompiledModel
 from byoc.config import Config, load_config
 from byoc.errors import BackendError, ByocError, NodesRefused
-from byoc.executor import CompiledModel, _runtime, build, fallback_config
+from byoc.executor import build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
 from byoc.pipeline import ConfigLike, ModelLike, as_read, partition, resolve_backends
@@ -51,6 +52,7 @@ from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
 from byoc.shapes import Specializations
+from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
 CACHE_VERSION = 4
@@ -225,7 +227,7 @@ class _Placer:
         ort: dict[str, Runner] = {}
         args: dict[str, list[Any]] = {}
         for unit in self.plan.schedule:
-            runtime = _runtime(self.reg, FALLBACK, unit, quiet)[1]
+            runtime = compile_unit(self.reg, FALLBACK, unit, quiet)[1]
             unit_args = [env[n] for n in unit.inputs]
             if unit.name in wanted:
                 ort[unit.name], args[unit.name] = runtime.run, unit_args
@@ -234,7 +236,9 @@ class _Placer:
         for i, unit in enumerate(todo, start=1):
             if self.progress is not None:
                 self.progress(i, len(todo), f"measuring {unit.name}")
-            artifact, runtime = _runtime(self.reg, unit.backend, unit, self.tables[unit.backend])
+            artifact, runtime = compile_unit(
+                self.reg, unit.backend, unit, self.tables[unit.backend]
+            )
             self.built[self._key(unit)] = (artifact, runtime)
             t_backend, t_ort = time_pair(runtime.run, ort.pop(unit.name), args.pop(unit.name))
             m = Measurement(unit.name, unit.backend, list(unit.nodes), t_backend, t_ort, False)
@@ -256,7 +260,7 @@ class _Placer:
             return cached
         if self.progress is not None:
             self.progress(1, 1, "measuring the whole model")
-        plain = _runtime(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
+        plain = compile_unit(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
         args = [feeds[n] for n in plain.input_names]
         t_byoc, t_ort, worst = time_blocks(lambda _: compiled.run(feeds), plain.run, args)
         del plain  # its threads stop with it
@@ -378,7 +382,7 @@ def session_call_ms(config: Mapping[str, Any], reg: Any = None) -> float:
         graph, opset_imports=[onnx.helper.make_opsetid("", 13)], ir_version=8
     )
     unit = Partition("call", FALLBACK, [], ["x"], ["y"], model)
-    run = _runtime(reg or plugins.registry(), FALLBACK, unit, config)[1].run
+    run = compile_unit(reg or plugins.registry(), FALLBACK, unit, config)[1].run
     args = [np.zeros(1, np.float32)]
     for _ in range(20):
         run(args)

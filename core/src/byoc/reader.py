@@ -24,13 +24,14 @@ import onnx
 from onnx import helper
 
 from byoc import plugins
+from byoc.compiled import CompiledModel, Step
 from byoc.config import FALLBACK_KEYS, Config, _check_table
 from byoc.errors import ArtifactError, ByocError, ConfigError
-from byoc.executor import CompiledModel, Step, create_runtime
 from byoc.export import FORMAT, FORMAT_VERSION, MANIFEST
 from byoc.graph import TensorType
 from byoc.plan import FALLBACK, Partition
 from byoc.plugins import Registry
+from byoc.units import create_runtime
 from byoc.version import __version__
 
 _SHA256 = re.compile(r"[0-9a-f]{64}")

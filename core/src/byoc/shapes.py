@@ -24,7 +24,7 @@ from byoc.graph import Graph, TensorType
 from byoc.inputs import check_inputs
 
 if TYPE_CHECKING:
-    from byoc.executor import CompiledModel
+    from byoc.compiled import CompiledModel
 
 log = logging.getLogger("byoc")
 

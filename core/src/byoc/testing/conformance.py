@@ -42,11 +42,11 @@ from onnx import helper
 
 import byoc
 from byoc.errors import ArtifactError
-from byoc.executor import create_runtime
 from byoc.pipeline import resolve_backends
 from byoc.plugins import registry
 from byoc.testing.kit import assert_matches_onnxruntime
 from byoc.testing.ops import OP_CASES, pattern_model, single_op_model
+from byoc.units import create_runtime
 
 __all__ = [
     "backend_config",

@@ -1,0 +1,242 @@
+"""A compiled model: its steps (a unit, its artifact and its runtime) and running them."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from byoc import plugins
+from byoc.errors import BackendError, ByocError, InputError
+from byoc.export import save
+from byoc.fallback import raw_run
+from byoc.graph import Graph, TensorType
+from byoc.inputs import check_inputs
+from byoc.plan import FALLBACK, Partition, Plan
+from byoc.plugins import Registry
+from byoc.shapes import Specializations
+from byoc.units import compile_unit
+
+
+class _Direct(NamedTuple):
+    """One onnxruntime session that runs the whole model, called natively (see raw_run)."""
+
+    inputs: dict[str, tuple[int, ...] | None]  # every input, and its shape when fully static
+    outputs: list[str]
+    run: Callable[[list[str], Mapping[str, Any], None], Any]
+
+    def accepts(self, inputs: Any) -> bool:
+        """Numpy arrays in native byte order for exactly the model's inputs, of the shapes
+        ``[shapes]`` fixed, as the checked path wants them: other shapes run on a variant
+        (``Specializations``), where shape computations are folded for them."""
+        if not isinstance(inputs, dict) or inputs.keys() != self.inputs.keys():
+            return False
+        for name, shape in self.inputs.items():
+            value = inputs[name]
+            if type(value) is not np.ndarray or not value.dtype.isnative:
+                return False
+            if shape is not None and value.shape != shape:
+                return False
+        return True
+
+
+@dataclass
+class Step:
+    """One unit of the schedule: a partition or a fallback segment, and its runtime."""
+
+    unit: Partition
+    artifact: Any
+    runtime: Any
+    drop: list[str] = field(default_factory=list)  # values no later step reads
+    _fallback: Any = None
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def fallback(self, config: Mapping[str, Any], reg: Registry) -> Any:
+        """An onnxruntime runtime for this partition (it is a valid ONNX model)."""
+        with self._lock:
+            if self._fallback is None:
+                if not self.unit.model.graph.node:
+                    raise BackendError(
+                        f"partition {self.unit.name} (backend {self.unit.backend}) has no ONNX "
+                        "copy to rerun on onnxruntime (it was loaded from a .byoc file saved "
+                        "without one)"
+                    )
+                self._fallback = compile_unit(reg, FALLBACK, self.unit, config)[1]
+            return self._fallback
+
+
+class CompiledModel:
+    """A partitioned, compiled model. ``run`` is safe to call from many threads at once.
+
+    ``plan`` is None for a model loaded from a ``.byoc`` file; such a model gives its signature
+    (``inputs``, ``outputs`` with their types, constant ``outputs``) explicitly.
+    """
+
+    def __init__(
+        self,
+        plan: Plan | None,
+        steps: list[Step],
+        fallback_config: Mapping[str, Any],
+        *,
+        inputs: Mapping[str, TensorType | None] | None = None,
+        outputs: Mapping[str, TensorType | None] | None = None,
+        constants: Mapping[str, np.ndarray] | None = None,
+        backend_configs: Mapping[str, Mapping[str, Any]] | None = None,
+        registry: Registry | None = None,
+        shapes: Specializations | None = None,
+    ) -> None:
+        self.plan = plan
+        self.registry = registry or plugins.registry()  # the plugins that made its runtimes
+        self.steps = steps
+        self.fallback_config = dict(fallback_config)
+        self.backend_configs = {k: dict(v) for k, v in (backend_configs or {}).items()}
+        if plan is not None and inputs is None:
+            graph = Graph(plan.model)
+            inputs = {n: graph.type_of(n) for n in graph.inputs}
+            outputs = {n: graph.type_of(n) for n in graph.outputs}
+            values = {n: graph.constant(n) for n in graph.outputs}
+            constants = {n: v for n, v in values.items() if v is not None}
+        self.inputs: dict[str, TensorType | None] = dict(inputs or {})
+        self.output_types: dict[str, TensorType | None] = dict(outputs or {})
+        self.outputs = list(self.output_types)
+        self._constants = dict(constants or {})
+        self._shapes = shapes  # variants for other input shapes (build makes them)
+        self._direct = self._one_session()
+        _plan_drops(steps, set(self.outputs))
+
+    def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
+        """Run the model: ``{input name: array}`` -> ``{output name: array}``.
+
+        Inputs whose shapes differ from the ones the model was specialised for (``[shapes]``)
+        but fit its declared symbolic dims are run on a variant compiled for them, once.
+        """
+        direct = self._direct
+        if direct is not None and direct.accepts(inputs):
+            try:  # onnxruntime's C++ checks each input's dtype and shape itself (raw_run)
+                return dict(
+                    zip(direct.outputs, direct.run(direct.outputs, inputs, None), strict=True)
+                )
+            except Exception:
+                pass  # the checked path says what is wrong with the inputs, or fails the same
+        return self._run(inputs, None)
+
+    def _one_session(self) -> _Direct | None:
+        """How to call onnxruntime directly when one session runs the whole model."""
+        if len(self.steps) != 1 or self._constants:
+            return None
+        unit, session = self.steps[0].unit, getattr(self.steps[0].runtime, "session", None)
+        if unit.backend != FALLBACK or session is None:
+            return None
+        if set(unit.inputs) != set(self.inputs) or set(unit.outputs) != set(self.outputs):
+            return None
+        shapes = {n: _static_shape(t) for n, t in self.inputs.items()}
+        return _Direct(shapes, list(unit.outputs), raw_run(session))
+
+    def profile(
+        self, inputs: Mapping[str, Any]
+    ) -> tuple[dict[str, np.ndarray], list[tuple[Step, float]]]:
+        """Run once, timing each step: the outputs, and ``(step, seconds)`` in run order."""
+        times: list[tuple[Step, float]] = []
+        return self._run(inputs, times), times
+
+    def save(self, path: str | os.PathLike[str]) -> Path:
+        """Write the model to one ``.byoc`` file that ``byoc.load`` reads (docs/format.md)."""
+        return save(self, path)
+
+    def _run(
+        self, inputs: Mapping[str, Any], times: list[tuple[Step, float]] | None
+    ) -> dict[str, np.ndarray]:
+        try:
+            checked = check_inputs(self.inputs, inputs)
+        except InputError:
+            if self._shapes is None:
+                raise
+            return self._shapes.model_for(inputs)._run(inputs, times)
+        env: dict[str, Any] = dict(self._constants)
+        env.update(checked)
+        on_error = self.fallback_config.get("on_backend_error", "raise")
+        for step in self.steps:
+            unit = step.unit
+            args = [env[name] for name in unit.inputs]
+            start = time.perf_counter() if times is not None else 0.0
+            try:
+                results = _results(unit, step.runtime.run(args))
+            except Exception as exc:
+                if unit.backend == FALLBACK or on_error != "onnxruntime":
+                    if isinstance(exc, ByocError):
+                        raise
+                    raise BackendError(
+                        f"partition {unit.name} (backend {unit.backend}) failed at run time: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                warnings.warn(
+                    f"partition {unit.name} (backend {unit.backend}) failed "
+                    f"({type(exc).__name__}: {exc}); running it on onnxruntime instead",
+                    stacklevel=2,
+                )
+                results = _rerun(step, args, self.fallback_config, exc, self.registry)
+            if times is not None:
+                times.append((step, time.perf_counter() - start))
+            env.update(zip(unit.outputs, results, strict=True))
+            for name in step.drop:
+                env.pop(name, None)
+        return {name: env[name] for name in self.outputs}
+
+    def __repr__(self) -> str:
+        kinds = ", ".join(f"{s.unit.name}" for s in self.steps)
+        return f"<CompiledModel {kinds}>"
+
+
+def _static_shape(t: TensorType | None) -> tuple[int, ...] | None:
+    if t is None or t.shape is None or not t.is_static:
+        return None
+    return tuple(int(d) for d in t.shape if d is not None)
+
+
+def _results(unit: Partition, results: Any) -> list[np.ndarray]:
+    """A step's results, checked: one array per output of the unit."""
+    if not isinstance(results, list | tuple) or len(results) != len(unit.outputs):
+        got = f"{len(results)} values" if isinstance(results, list | tuple) else repr(results)[:60]
+        raise BackendError(
+            f"partition {unit.name} (backend {unit.backend}) returned {got}, expected a list of "
+            f"{len(unit.outputs)} arrays"
+        )
+    for name, value in zip(unit.outputs, results, strict=True):  # onnxruntime: also sequences
+        if unit.backend != FALLBACK and not isinstance(value, np.ndarray):
+            raise BackendError(
+                f"partition {unit.name} (backend {unit.backend}) returned a "
+                f"{type(value).__name__} for output '{name}', not a numpy array"
+            )
+    return list(results)
+
+
+def _rerun(
+    step: Step, args: list[Any], config: Mapping[str, Any], cause: Exception, reg: Registry
+) -> Any:
+    """Run a failed partition on onnxruntime ([fallback] on_backend_error = "onnxruntime")."""
+    unit = step.unit
+    try:
+        return _results(unit, step.fallback(config, reg).run(args))
+    except Exception as exc:
+        raise BackendError(
+            f"partition {unit.name} (backend {unit.backend}) failed at run time "
+            f"({type(cause).__name__}: {cause}), and so did running it on onnxruntime: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def _plan_drops(steps: list[Step], keep: set[str]) -> None:
+    last: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for name in step.unit.inputs:
+            last[name] = i
+    for name, i in last.items():
+        if name not in keep:
+            steps[i].drop.append(name)
