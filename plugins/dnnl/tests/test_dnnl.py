@@ -225,6 +225,47 @@ def test_inference_dropout_is_claimed_and_training_dropout_is_not() -> None:
     assert len(plan.partitions) == 1, plan.table()
 
 
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_slice_keeps_a_temporal_conv_net_in_one_partition(mode: dict) -> None:
+    """A dilated 1-D conv block that pads with Concat and trims with Slice (as TCNs and U-Nets
+    do) is one partition: static Slices are windows of their source, any axis, negative and
+    clamped bounds, on a channels-last source too."""
+    i64 = np.int64
+    consts = {
+        "w0": rand(16, 4, 3),
+        "w1": rand(16, 16, 3),
+        "zeros": np.zeros((1, 16, 4), np.float32),
+        "s0": np.array([2], i64),
+        "e0": np.array([-2], i64),
+        "ax": np.array([2], i64),
+        "s1": np.array([0, 1], i64),
+        "e1": np.array([1000, 15], i64),
+        "ax1": np.array([2, 1], i64),
+    }
+    nodes = [
+        node("Conv", ["x", "w0"], "h", pads=[1, 1]),
+        node("Slice", ["h", "s0", "e0", "ax"], "t"),  # trim 2 steps each side
+        node("Concat", ["zeros", "t"], "p", axis=2),
+        node("Conv", ["p", "w1"], "c", dilations=[2]),
+        node("Slice", ["c", "s1", "e1", "ax1"], "y"),  # channels 1..14, every step
+    ]
+    model = make_model(nodes, {"x": [1, 4, 40]}, ["y"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    claimed(report, "Slice")
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+
+
+def test_slice_with_steps_is_refused_with_reason() -> None:
+    nodes, consts = conv_stem()
+    consts |= {
+        k: np.array(v, np.int64) for k, v in [("s", [0]), ("e", [10]), ("a", [2]), ("st", [2])]
+    }
+    nodes.append(node("Slice", ["h", "s", "e", "a", "st"], "y"))
+    plan = byoc.partition(make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts), DNNL)
+    assert "steps other than 1" in str(plan.decisions["y"].refusals)
+
+
 def test_batchnorm_standalone_and_concat() -> None:
     nodes, consts = conv_stem()
     consts |= {"s": rand(8), "bb": rand(8), "m": rand(8), "v": np.abs(rand(8)) + 0.5}

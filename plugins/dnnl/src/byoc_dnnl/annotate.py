@@ -34,8 +34,8 @@ def _static_f32(node: NodeView) -> str | None:
         t = node.input_type(i)
         if t is None or t.dtype is None or t.shape is None:
             return f"the type of input '{name}' is unknown"
-        if node.op_type in VIEWS and i > 0:
-            continue  # the shape / axes operand of a view is int64
+        if node.op_type in (*VIEWS, "Slice") and i > 0:
+            continue  # the shape / axes operands of a view, a Slice's indices: int64
         if node.op_type == "Clip" and i > 0:
             if node.const(i) is None:
                 return "Clip bounds must be constants"
@@ -197,6 +197,43 @@ def _lrn(node: NodeView) -> str | None:
     return None
 
 
+def slice_offsets(node: NodeView) -> list[int] | str:
+    """Where a Slice with unit steps starts in each dim of its input, or why it is not one."""
+    shape = node.input_type(0).shape  # type: ignore[union-attr]  # _static_f32 checked it
+    if "starts" in node.attrs:  # before opset 10: attributes
+        starts, axes, steps = node.attrs["starts"], node.attrs.get("axes"), None
+    else:
+        operands = [
+            node.const(i) if i < len(node.inputs) and node.inputs[i] else None for i in (1, 3, 4)
+        ]
+        if operands[0] is None or (len(node.inputs) > 3 and node.inputs[3] and operands[1] is None):
+            return "Slice with starts or axes computed at run time is not supported"
+        if len(node.inputs) > 4 and node.inputs[4] and operands[2] is None:
+            return "Slice with steps computed at run time is not supported"
+        starts, axes, steps = operands
+    if starts is None:
+        return "Slice without starts"
+    starts = [int(v) for v in np.asarray(starts).reshape(-1)]
+    rank = len(shape)
+    axes = (
+        list(range(len(starts)))
+        if axes is None
+        else [int(a) % rank for a in np.asarray(axes).reshape(-1)]
+    )
+    if steps is not None and any(int(v) != 1 for v in np.asarray(steps).reshape(-1)):
+        return "Slice with steps other than 1 is not supported"
+    offsets = [0] * rank
+    for axis, start in zip(axes, starts, strict=True):
+        dim = int(shape[axis])
+        offsets[axis] = min(max(start + dim if start < 0 else start, 0), dim)
+    return offsets
+
+
+def _slice(node: NodeView) -> str | None:
+    found = slice_offsets(node)
+    return found if isinstance(found, str) else None
+
+
 def _concat(node: NodeView) -> str | None:
     return None if _rank(node) >= 1 else "Concat of scalars is not supported"
 
@@ -249,6 +286,7 @@ _CHECKS: dict[str, Check] = {
     "LayerNormalization": _layernorm,
     "Concat": _concat,
     "Transpose": _transpose,
+    "Slice": _slice,
     **{t: _view for t in VIEWS},
     "Dropout": _dropout,
 }

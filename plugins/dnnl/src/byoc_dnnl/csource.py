@@ -168,6 +168,8 @@ class _Writer:
             return f"concat(c, {int(a['axis'])}, {{{', '.join(op)}}}, {shape})", reads
         if kind == "erf":
             return f"erf(c, {op[0]})", reads
+        if kind == "slice":
+            return f"slice(c, {_dims(a['offsets'])}, {op[0]}, {shape})", reads
         if kind == "transpose":
             return f"transpose(c, {_dims(a['perm'])}, {op[0]})", reads
         raise ArtifactError(f"dnnl artifact: C source mode has no kernel for {kind!r}")

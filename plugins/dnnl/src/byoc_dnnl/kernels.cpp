@@ -419,6 +419,21 @@ Kernel *erf(Context &c, const In &src) {
 
 // out[j...] = in[perm...]: the input read as a strided view in the output's order, reordered
 // into the dense output (one jit reorder).
+Kernel *slice(Context &c, const Dims &offsets, const In &src, const Dims &dst) {
+    if (offsets.size() != src.dims.size() || dst.size() != src.dims.size())
+        fail("slice: offsets and ranks differ");
+    for (size_t i = 0; i < dst.size(); ++i)
+        if (offsets[i] < 0 || dst[i] < 1 || offsets[i] + dst[i] > src.dims[i])
+            fail("slice: the window is outside the source");
+    memory::desc view = plain(src.dims).submemory_desc(dst, offsets);
+    auto pd = reorder::primitive_desc(c.eng, view, c.eng, plain(dst));
+    Builder b(c);
+    b.operand(DNNL_ARG_FROM, src, b.slot(src), view, view);
+    b.k->dst_arg = DNNL_ARG_TO;
+    b.output(dst, plain(dst));
+    return b.finish(reorder(pd), pd);
+}
+
 Kernel *transpose(Context &c, const Dims &perm, const In &src) {
     const Dims &in = src.dims;
     const size_t r = in.size();

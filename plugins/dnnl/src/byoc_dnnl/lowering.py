@@ -10,6 +10,8 @@ import numpy as np
 from byoc import NodeView, Partition
 from byoc.plan import Composite
 
+from byoc_dnnl.annotate import slice_offsets
+
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
 
@@ -455,6 +457,17 @@ class Lowering:
             self.consts[y] = np.ascontiguousarray(c.transpose(perm))
             return
         self.emit("transpose", [x], y, node, perm=perm)
+
+    def _Slice(self, node: NodeView) -> None:
+        x, y = node.inputs[0], node.outputs[0]
+        offsets = slice_offsets(node)
+        assert not isinstance(offsets, str)  # the check refused the node otherwise
+        c = self.const(x)
+        if c is not None:  # a window of a constant is a constant
+            window = tuple(slice(o, o + d) for o, d in zip(offsets, self.shape(y), strict=True))
+            self.consts[y] = np.ascontiguousarray(c[window])
+            return
+        self.emit("slice", [x], y, node, offsets=offsets)
 
     def _view(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]

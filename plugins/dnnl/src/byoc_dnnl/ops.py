@@ -24,6 +24,7 @@ KINDS = (
     "view",
     "transpose",
     "lrn",
+    "slice",
 )
 POST_KINDS = ("eltwise", "sum", "binary")
 # The JSON graph's algorithm names -> oneDNN's (dnnl::algorithm::<name>).

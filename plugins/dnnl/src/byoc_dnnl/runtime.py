@@ -321,6 +321,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             fp = [_number(a[k], k) for k in ("alpha", "beta", "bias")]
         elif kind == "transpose":
             ip = _ints(a["perm"], "perm", len(node["shape"]))
+        elif kind == "slice":
+            ip = _ints(a["offsets"], "offsets", len(node["shape"]))
     except (KeyError, TypeError) as exc:
         raise _bad(f"node {i} ({kind}) lacks attribute {exc}") from None
     return ip, fp

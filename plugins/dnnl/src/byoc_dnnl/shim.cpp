@@ -716,6 +716,54 @@ void lower_transpose(Net &n, const Op &op) {
     n.steps.push_back(st);
 }
 
+// Dense float32 of dims d, with md's order of dims when md has no inner blocks (a window of an
+// NWC tensor stays NWC, so the convolution after it needs no reorder), else plain.
+memory::desc dense_like(const memory::desc &md, const dims_t &d) {
+    if (md.get_format_kind() != memory::format_kind::blocked || md.get_inner_nblks() != 0 ||
+        md.get_ndims() != (int)d.size())
+        return plain(d);
+    const dims_t st = md.get_strides();
+    std::vector<size_t> order(d.size());  // outermost first
+    for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t y) { return st[x] > st[y]; });
+    dims_t strides(d.size());
+    int64_t s = 1;
+    for (size_t k = order.size(); k-- > 0;) {
+        strides[order[k]] = s;
+        s *= d[order[k]];
+    }
+    return memory::desc(d, dt::f32, strides);
+}
+
+// Slice with unit steps: a window of the source at the offsets (a sub-memory view) reordered
+// into a dense output.
+void lower_slice(Net &n, const Op &op) {
+    if (op.ins.size() != 1) fail("bad slice op");
+    int a = op.ins[0];
+    check_value(n, a, "slice src");
+    const dims_t in = n.values[a].dims, out = n.values[op.out].dims;
+    if (op.ip.size() != in.size() || out.size() != in.size())
+        fail("slice: offsets and ranks differ");
+    for (size_t i = 0; i < in.size(); ++i)
+        if (op.ip[i] < 0 || out[i] < 1 || op.ip[i] + out[i] > in[i])
+            fail("slice: the window is outside the source");
+    memory::desc view;
+    try {
+        view = n.values[a].md.submemory_desc(out, op.ip);
+    } catch (const dnnl::error &) {  // a window that cuts a blocked dim inside a block
+        a = ensure_plain(n, a);
+        view = n.values[a].md.submemory_desc(out, op.ip);
+    }
+    int v = new_value(n, out, view);
+    n.values[v].alias_of = a;
+    set_out(n, op.out, dense_like(n.values[a].md, out));
+    Step st;
+    st.prim = reorder(reorder::primitive_desc(n.eng, view, n.eng, n.values[op.out].md));
+    st.has_prim = true;
+    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, op.out}};
+    n.steps.push_back(st);
+}
+
 void lower(Net &n, const Op &op) {
     switch (op.kind) {
         case OP_CONV:
@@ -732,6 +780,7 @@ void lower(Net &n, const Op &op) {
         case OP_VIEW: lower_view(n, op); break;
         case OP_TRANSPOSE: lower_transpose(n, op); break;
         case OP_LRN: lower_lrn(n, op); break;
+        case OP_SLICE: lower_slice(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
