@@ -203,16 +203,12 @@ def slice_offsets(node: NodeView) -> list[int] | str:
     if "starts" in node.attrs:  # before opset 10: attributes
         starts, axes, steps = node.attrs["starts"], node.attrs.get("axes"), None
     else:
-        operands = [
-            node.const(i) if i < len(node.inputs) and node.inputs[i] else None for i in (1, 3, 4)
-        ]
-        if operands[0] is None or (len(node.inputs) > 3 and node.inputs[3] and operands[1] is None):
-            return "Slice with starts or axes computed at run time is not supported"
-        if len(node.inputs) > 4 and node.inputs[4] and operands[2] is None:
-            return "Slice with steps computed at run time is not supported"
-        starts, axes, steps = operands
-    if starts is None:
-        return "Slice without starts"
+        given = [i for i in range(1, len(node.inputs)) if node.inputs[i]]
+        if any(node.const(i) is None for i in given):
+            return "Slice with starts, ends, axes or steps computed at run time is not supported"
+        starts, axes, steps = (node.const(i) if i in given else None for i in (1, 3, 4))
+        if starts is None:
+            return "Slice without starts"
     starts = [int(v) for v in np.asarray(starts).reshape(-1)]
     rank = len(shape)
     axes = (

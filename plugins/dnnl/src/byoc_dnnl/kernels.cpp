@@ -417,21 +417,28 @@ Kernel *erf(Context &c, const In &src) {
     return b.publish();
 }
 
-// out[j...] = in[perm...]: the input read as a strided view in the output's order, reordered
-// into the dense output (one jit reorder).
+namespace {
+
+// src read through `view` (a strided or offset description of its storage) and reordered into a
+// dense output of dims `out` (one jit reorder).
+Kernel *copy_view(Context &c, const In &src, const memory::desc &view, const Dims &out) {
+    auto pd = reorder::primitive_desc(c.eng, view, c.eng, plain(out));
+    Builder b(c);
+    b.operand(DNNL_ARG_FROM, src, b.slot(src), view, view);
+    b.k->dst_arg = DNNL_ARG_TO;
+    b.output(out, plain(out));
+    return b.finish(reorder(pd), pd);
+}
+
+}  // namespace
+
 Kernel *slice(Context &c, const Dims &offsets, const In &src, const Dims &dst) {
     if (offsets.size() != src.dims.size() || dst.size() != src.dims.size())
         fail("slice: offsets and ranks differ");
     for (size_t i = 0; i < dst.size(); ++i)
         if (offsets[i] < 0 || dst[i] < 1 || offsets[i] + dst[i] > src.dims[i])
             fail("slice: the window is outside the source");
-    memory::desc view = plain(src.dims).submemory_desc(dst, offsets);
-    auto pd = reorder::primitive_desc(c.eng, view, c.eng, plain(dst));
-    Builder b(c);
-    b.operand(DNNL_ARG_FROM, src, b.slot(src), view, view);
-    b.k->dst_arg = DNNL_ARG_TO;
-    b.output(dst, plain(dst));
-    return b.finish(reorder(pd), pd);
+    return copy_view(c, src, plain(src.dims).submemory_desc(dst, offsets), dst);
 }
 
 Kernel *transpose(Context &c, const Dims &perm, const In &src) {
@@ -452,13 +459,7 @@ Kernel *transpose(Context &c, const Dims &perm, const In &src) {
         out[j] = in[p];
         view[j] = strides[p];
     }
-    memory::desc md(out, dt::f32, view);
-    auto pd = reorder::primitive_desc(c.eng, md, c.eng, plain(out));
-    Builder b(c);
-    b.operand(DNNL_ARG_FROM, src, b.slot(src), md, md);
-    b.k->dst_arg = DNNL_ARG_TO;
-    b.output(out, plain(out));
-    return b.finish(reorder(pd), pd);
+    return copy_view(c, src, memory::desc(out, dt::f32, view), out);  // out[j...] = in[perm...]
 }
 
 const char *implementation(const Kernel &k) { return k.impl.c_str(); }

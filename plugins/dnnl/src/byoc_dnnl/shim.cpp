@@ -682,6 +682,19 @@ void lower_view(Net &n, const Op &op) {
     n.values[op.out].alias_of = a;
 }
 
+// Value a read through `view` (a strided or offset description of its storage) and reordered
+// into `out`, laid out as `md` (one jit reorder).
+void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::desc &md) {
+    int v = new_value(n, view.get_dims(), view);
+    n.values[v].alias_of = a;
+    set_out(n, out, md);
+    Step st;
+    st.prim = reorder(reorder::primitive_desc(n.eng, view, n.eng, md));
+    st.has_prim = true;
+    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, out}};
+    n.steps.push_back(st);
+}
+
 // out[j...] = in[perm...]: a strided view of the input in the output's order, reordered
 // into a dense output (one jit reorder).
 void lower_transpose(Net &n, const Op &op) {
@@ -706,14 +719,7 @@ void lower_transpose(Net &n, const Op &op) {
         seen[p] = true;
         view[j] = strides[p];
     }
-    int v = new_value(n, out, memory::desc(out, dt::f32, view));
-    n.values[v].alias_of = a;
-    set_out(n, op.out, plain(out));
-    Step st;
-    st.prim = reorder(reorder::primitive_desc(n.eng, n.values[v].md, n.eng, plain(out)));
-    st.has_prim = true;
-    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, op.out}};
-    n.steps.push_back(st);
+    copy_view(n, a, memory::desc(out, dt::f32, view), op.out, plain(out));
 }
 
 // Dense float32 of dims d, with md's order of dims when md has no inner blocks (a window of an
@@ -754,14 +760,7 @@ void lower_slice(Net &n, const Op &op) {
         a = ensure_plain(n, a);
         view = n.values[a].md.submemory_desc(out, op.ip);
     }
-    int v = new_value(n, out, view);
-    n.values[v].alias_of = a;
-    set_out(n, op.out, dense_like(n.values[a].md, out));
-    Step st;
-    st.prim = reorder(reorder::primitive_desc(n.eng, view, n.eng, n.values[op.out].md));
-    st.has_prim = true;
-    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, op.out}};
-    n.steps.push_back(st);
+    copy_view(n, a, view, op.out, dense_like(n.values[a].md, out));
 }
 
 void lower(Net &n, const Op &op) {
