@@ -1,6 +1,7 @@
 // layouts.hpp: what both of byoc-dnnl's native libraries use (shim.cpp, the JSON runtime;
 // kernels.cpp, the C source mode's kernel library): memory descriptors, the test for oneDNN's
-// slow kernels, and lookups in the algorithm tables ops.py generates.
+// slow kernels, and lookups in the algorithm tables. It reads namespace byoc_ops, generated from
+// ops.py, which native.source() puts in front of both files.
 
 #pragma once
 
@@ -49,12 +50,12 @@ inline bool is_reference(const dnnl::primitive_desc_base &pd) {
     return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
-// Reference kernels, and pooling's "simple_nchw": scalar loops over a plain NCHW tensor, 10-100x
-// slower than its jit kernels over NHWC or a blocked layout (a 3x3 max pool over 192x55x55:
-// 4 ms against 0.03 ms on an AVX2 Zen 3). plugin.py's SLOW lists the same names.
+// An implementation far slower than onnxruntime's kernels (ops.py's SLOW prefixes).
 inline bool is_slow(const dnnl::primitive_desc_base &pd) {
     const std::string impl = pd.impl_info_str();
-    return impl.rfind("ref", 0) == 0 || impl.rfind("simple_nchw", 0) == 0;
+    for (const char *prefix : byoc_ops::SLOW)
+        if (impl.rfind(prefix, 0) == 0) return true;
+    return false;
 }
 
 // make(md), or make(channels-last) when oneDNN's kernel for md is slow and for channels-last
@@ -70,15 +71,9 @@ auto fast_layout(const dnnl::memory::desc &md, Make make) {
     return pd;
 }
 
-// One row of a generated algorithm table (ops.py): the JSON graph's name, oneDNN's algorithm.
-struct Alg {
-    const char *name;
-    dnnl::algorithm alg;
-};
-
 // The algorithm with this id (its row + 1: what Python sends the shim).
 template <size_t N>
-dnnl::algorithm by_id(const Alg (&table)[N], int64_t id, const char *what) {
+dnnl::algorithm by_id(const byoc_ops::Alg (&table)[N], int64_t id, const char *what) {
     if (id < 1 || id > (int64_t)N)
         throw std::runtime_error(std::string("unknown ") + what + " algorithm " +
                                  std::to_string(id));
@@ -87,8 +82,9 @@ dnnl::algorithm by_id(const Alg (&table)[N], int64_t id, const char *what) {
 
 // The algorithm with this name (what a generated C++ partition passes the kernel library).
 template <size_t N>
-dnnl::algorithm by_name(const Alg (&table)[N], const std::string &name, const char *what) {
-    for (const Alg &a : table)
+dnnl::algorithm by_name(const byoc_ops::Alg (&table)[N], const std::string &name,
+                        const char *what) {
+    for (const byoc_ops::Alg &a : table)
         if (name == a.name) return a.alg;
     throw std::runtime_error(std::string("unknown ") + what + " algorithm '" + name + "'");
 }

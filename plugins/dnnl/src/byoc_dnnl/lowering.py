@@ -146,30 +146,58 @@ class Lowering:
     # -- ops ------------------------------------------------------------------------------
 
     def _Conv(self, node: NodeView) -> None:
-        a = node.attrs
-        w = self.const(node.inputs[1])
-        assert w is not None
-        x, y = node.inputs[0], node.outputs[0]
-        xs, ys = self.shape(x), self.shape(y)
-        nd = len(xs) - 2
-        k = list(w.shape[2:])
-        strides = list(a.get("strides", [1] * nd))
-        dil = list(a.get("dilations", [1] * nd))
-        pl, pr = self._pads(a, xs[2:], ys[2:], k, strides, dil)
-        group = int(a.get("group", 1))
+        w, xs, ys, k, strides = self._window(node)
+        dil = list(node.attrs.get("dilations", [1] * len(k)))
+        pads = self._pads(node.attrs, xs[2:], ys[2:], k, strides, dil)
+        group = int(node.attrs.get("group", 1))
         if group > 1:
             w = w.reshape(group, w.shape[0] // group, *w.shape[1:])
-        wname = self.new_const(node.inputs[1], w)
-        bias = self._bias(node)
+        self._convolution("conv", node, w, strides, dil, pads)
+
+    def _ConvTranspose(self, node: NodeView) -> None:
+        w, xs, ys, k, strides = self._window(node)
+        nd = len(k)
+        pl = list(node.attrs.get("pads", [0] * 2 * nd))[:nd]
+        pr = [(xs[2 + i] - 1) * strides[i] + k[i] - ys[2 + i] - pl[i] for i in range(nd)]
+        group = int(node.attrs.get("group", 1))
+        ic, ocg = w.shape[0], w.shape[1]
+        w = w.reshape(group, ic // group, ocg, *k).swapaxes(1, 2)  # -> g, OC/g, IC/g, k...
+        if group == 1:
+            w = w[0]
+        self._convolution("deconv", node, w, strides, [1] * nd, (pl, pr))
+
+    def _window(
+        self, node: NodeView
+    ) -> tuple[np.ndarray, tuple[int, ...], tuple[int, ...], list[int], list[int]]:
+        """A Conv's or ConvTranspose's constant weights, input and output shapes, kernel and
+        strides."""
+        w = self.const(node.inputs[1])
+        assert w is not None  # the check asked for constant weights
+        xs, ys = self.shape(node.inputs[0]), self.shape(node.outputs[0])
+        k = list(w.shape[2:])
+        return w, xs, ys, k, list(node.attrs.get("strides", [1] * len(k)))
+
+    def _convolution(
+        self,
+        kind: str,
+        node: NodeView,
+        w: np.ndarray,
+        strides: list[int],
+        dilations: list[int],
+        pads: tuple[list[int], list[int]],
+    ) -> None:
+        """A conv or deconv kernel: weights laid out as oneDNN wants them (groups first), the
+        optional bias, ONNX's dilations (oneDNN counts them from 0)."""
+        weights = self.new_const(node.inputs[1], w)
         self.emit(
-            "conv",
-            [x, wname, bias],
-            y,
+            kind,
+            [node.inputs[0], weights, self._bias(node)],
+            node.outputs[0],
             node,
             strides=strides,
-            dilations=[d - 1 for d in dil],
-            pads_begin=pl,
-            pads_end=pr,
+            dilations=[d - 1 for d in dilations],
+            pads_begin=pads[0],
+            pads_end=pads[1],
         )
 
     def _bias(self, node: NodeView) -> str | None:
@@ -177,36 +205,6 @@ class Lowering:
         bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
         value = self.const(bias)
         return self.new_const(bias, value.reshape(-1)) if bias and value is not None else None
-
-    def _ConvTranspose(self, node: NodeView) -> None:
-        a = node.attrs
-        w = self.const(node.inputs[1])
-        assert w is not None
-        x, y = node.inputs[0], node.outputs[0]
-        xs, ys = self.shape(x), self.shape(y)
-        nd = len(xs) - 2
-        k = list(w.shape[2:])
-        strides = list(a.get("strides", [1] * nd))
-        pads = list(a.get("pads", [0] * 2 * nd))
-        pl = pads[:nd]
-        pr = [(xs[2 + i] - 1) * strides[i] + k[i] - ys[2 + i] - pl[i] for i in range(nd)]
-        group = int(a.get("group", 1))
-        ic, ocg = w.shape[0], w.shape[1]
-        w = w.reshape(group, ic // group, ocg, *k).swapaxes(1, 2)  # -> g, OC/g, IC/g, k...
-        if group == 1:
-            w = w[0]
-        wname = self.new_const(node.inputs[1], w)
-        bias = self._bias(node)
-        self.emit(
-            "deconv",
-            [x, wname, bias],
-            y,
-            node,
-            strides=strides,
-            dilations=[0] * nd,
-            pads_begin=pl,
-            pads_end=pr,
-        )
 
     @staticmethod
     def _pads(

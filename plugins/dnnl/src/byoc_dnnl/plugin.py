@@ -14,6 +14,7 @@ from byoc import ArtifactError, ConfigError, NodeView, Partition, native
 from byoc_dnnl import annotate, csource
 from byoc_dnnl import native as dnnl_native
 from byoc_dnnl.codegen import Artifact, codegen
+from byoc_dnnl.ops import SLOW
 from byoc_dnnl.runtime import Runtime, validate
 
 NAME = "dnnl"
@@ -130,14 +131,9 @@ def _make_runtime(artifact: Artifact, config: Mapping[str, Any]) -> Runtime | cs
     return csource.CRuntime(graph, artifact.weights, artifact.library, config)
 
 
-# Implementations far slower than onnxruntime's kernels (layouts.hpp's is_slow): oneDNN's
-# reference kernels, plain C loops (a binary op on a blocked layout, a softmax over an outer
-# axis), and pooling's scalar loop over plain NCHW.
-SLOW = ("ref", "simple_nchw")
-
-
 def slow_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dict[str, str]:
-    """``{ONNX node: reason}`` for the kernels oneDNN runs with a slow implementation (SLOW).
+    """``{ONNX node: reason}`` for the kernels oneDNN runs with a slow implementation
+    (``ops.SLOW``).
 
     Reorders and concat are exempt: their "ref" implementations are a series of optimized
     reorders.
