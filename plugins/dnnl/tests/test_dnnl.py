@@ -266,6 +266,26 @@ def test_slice_with_steps_is_refused_with_reason() -> None:
     assert "steps other than 1" in str(plan.decisions["y"].refusals)
 
 
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_residual_add_with_the_conv_second_fuses_as_a_sum(mode: dict) -> None:
+    """PyTorch exports ``x + conv(x)`` as Add(x, conv): the Add is commutative, so it becomes the
+    convolution's sum post-op as Add(conv, x) does, not a separate binary kernel."""
+    nodes, consts = conv_stem()
+    consts |= {"w1": 0.1 * rand(8, 8, 3, 3), "w2": 0.1 * rand(8, 8, 3, 3)}
+    nodes += [
+        node("Conv", ["h", "w1"], "c1", pads=[1, 1, 1, 1]),
+        node("Add", ["h", "c1"], "r1"),
+        node("Conv", ["r1", "w2"], "c2", pads=[1, 1, 1, 1]),
+        node("Mul", ["r1", "c2"], "y"),  # not a sum: a binary post-op
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    assert_matches_onnxruntime(model, config)
+    impls = dnnl_impls(byoc.compile(model, config))
+    kinds = [i.split()[0] for i in impls]
+    assert kinds.count("convolution") == 3 and "binary" not in kinds, impls
+
+
 def test_batchnorm_standalone_and_concat() -> None:
     nodes, consts = conv_stem()
     consts |= {"s": rand(8), "bb": rand(8), "m": rand(8), "v": np.abs(rand(8)) + 0.5}

@@ -49,6 +49,13 @@ class Fuser:
 
     def _fuse(self, k: Kernel, c: Kernel) -> bool:
         low = self.low
+        if (
+            c.kind == "binary"
+            and c.attrs["alg"] in ("add", "mul")
+            and c.inputs[1] == k.output != c.inputs[0]
+            and low.shape(c.inputs[0]) == low.shape(k.output)
+        ):
+            c.inputs.reverse()  # x + conv(x), as PyTorch exports a residual: the kernel's first
         weighted = k.kind in ("conv", "deconv", "matmul") and low.const(k.inputs[1]) is not None
         if weighted and not k.post_ops and self._fold(k, c):
             return True
