@@ -109,14 +109,16 @@ _SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
 # Ops whose output shape follows from their input shapes alone.
 _SHAPE_FROM_SHAPES_TEXT = (
     "Abs Acos Acosh Add And ArgMax ArgMin Asin Asinh Atan Atanh AveragePool BatchNormalization "
-    "BitShift Cast CastLike Ceil Celu Clip Concat Constant Conv ConvTranspose Cos Cosh CumSum "
-    "DepthToSpace DequantizeLinear Div Dropout Einsum Elu Equal Erf Exp Flatten Floor Gather "
-    "GatherElements GatherND Gelu Gemm GlobalAveragePool GlobalMaxPool Greater GreaterOrEqual "
-    "GroupNormalization HardSigmoid HardSwish Hardmax Identity InstanceNormalization IsInf IsNaN "
-    "LayerNormalization LeakyRelu Less LessOrEqual Log LogSoftmax LpNormalization MatMul Max "
-    "MaxPool Mean Min Mish Mod Mul Neg Not Or PRelu Pow QuantizeLinear Reciprocal Relu Round "
-    "ScatterElements ScatterND Selu Shape Shrink Sigmoid Sign Sin Sinh Size Softmax Softplus "
-    "Softsign SpaceToDepth Sqrt Sub Sum Tan Tanh ThresholdedRelu Transpose Trilu Where Xor"
+    "BitShift Cast CastLike Ceil Celu Clip Concat Constant Conv ConvInteger ConvTranspose Cos "
+    "Cosh CumSum DepthToSpace DequantizeLinear DynamicQuantizeLinear Div Dropout Einsum Elu Equal "
+    "Erf Exp Flatten Floor Gather GatherElements GatherND Gelu Gemm GlobalAveragePool "
+    "GlobalLpPool GlobalMaxPool Greater GreaterOrEqual GroupNormalization GRU HardSigmoid "
+    "HardSwish Hardmax Identity InstanceNormalization IsInf IsNaN LayerNormalization LeakyRelu "
+    "Less LessOrEqual Log LogSoftmax LpNormalization LpPool LRN LSTM MatMul MatMulInteger Max "
+    "MaxPool Mean MeanVarianceNormalization Min Mish Mod Mul Neg Not Or PRelu Pow QLinearConv "
+    "QLinearMatMul QuantizeLinear Reciprocal Relu RNN Round ScatterElements ScatterND Selu Shape "
+    "Shrink Sigmoid Sign Sin Sinh Size Softmax Softplus Softsign SpaceToDepth Sqrt Sub Sum Tan "
+    "Tanh ThresholdedRelu Transpose Trilu Where Xor"
 )
 _SHAPE_FROM_SHAPES = frozenset(_SHAPE_FROM_SHAPES_TEXT.split())
 
