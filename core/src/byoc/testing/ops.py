@@ -125,6 +125,10 @@ OP_CASES: dict[str, Case] = {
     "Gather": Case((_X, _c([[0, 2], [1, 3]], _I64)), attrs={"axis": 1}),
     "Slice": Case((_X, _c([1], _I64), _c([3], _I64), _c([1], _I64))),
     "Pad": Case((_X, _c([0, 0, 1, 1, 0, 0, 1, 1], _I64))),
+    "Resize": Case(
+        (_X, _c([]), _c([1, 1, 2, 2])),
+        attrs={"mode": "nearest", "coordinate_transformation_mode": "asymmetric"},
+    ),
     "Expand": Case((_X, _c([2, 4, 6, 6], _I64))),
     "Tile": Case((_X, _c([1, 1, 2, 1], _I64))),
     "Shape": Case(),

@@ -155,6 +155,8 @@ class _Writer:
                 _dims(a[k]) for k in ("kernel", "strides", "dilations", "pads_begin", "pads_end")
             )
             return f'pool(c, "{a["alg"]}", {op[0]}, {shape}, {geometry})', reads
+        if kind == "resample":
+            return f'resample(c, "{a["alg"]}", {op[0]}, {shape})', reads
         if kind == "lrn":
             params = ", ".join(_f(a[k]) for k in ("alpha", "beta", "bias"))
             return f"lrn(c, {int(a['size'])}, {params}, {op[0]})", reads

@@ -63,6 +63,8 @@ Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const 
              const Dims &pads_end);
 // Local response normalization across channels (ONNX LRN; an odd size).
 Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &src);
+// Resampling of the spatial dims (ONNX Resize, nearest or linear) to dst's dims.
+Kernel *resample(Context &c, const char *alg, const In &src, const Dims &dst);
 Kernel *softmax(Context &c, int axis, const In &src);
 Kernel *layernorm(Context &c, float epsilon, const In &src, const In &scale, const In &shift);
 Kernel *batchnorm(Context &c, float epsilon, const In &src, const In &mean, const In &variance,

@@ -36,6 +36,7 @@ using byoc_dnnl::plain;
 using byoc_ops::BINARY_ALGS;  // the algorithm tables (ops.py, generated)
 using byoc_ops::ELTWISE_ALGS;
 using byoc_ops::POOL_ALGS;
+using byoc_ops::RESAMPLE_ALGS;
 
 [[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
 
@@ -335,6 +336,20 @@ Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &sr
     b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
     b.output(src.dims, pd.dst_desc());
     return b.finish(lrn_forward(pd), pd);
+}
+
+Kernel *resample(Context &c, const char *alg, const In &src, const Dims &dst) {
+    algorithm ra = by_name(RESAMPLE_ALGS, alg, "resampling");
+    if (dst.size() != src.dims.size() || dst.size() < 3 || dst.size() > 5)
+        fail("resample: src and dst need the same rank, 3 to 5");
+    auto pd = fast_layout(plain(src.dims), [&](const memory::desc &s) {
+        return resampling_forward::primitive_desc(c.eng, prop_kind::forward_inference, ra, s,
+                                                  any(dst), attr_of(c, false));
+    });
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
+    b.output(dst, pd.dst_desc());
+    return b.finish(resampling_forward(pd), pd);
 }
 
 Kernel *softmax(Context &c, int axis, const In &src) {

@@ -10,7 +10,7 @@ import numpy as np
 from byoc import NodeView, Partition
 from byoc.plan import Composite
 
-from byoc_dnnl.annotate import slice_offsets
+from byoc_dnnl.annotate import resize_alg, slice_offsets
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
@@ -406,6 +406,9 @@ class Lowering:
             beta=float(a.get("beta", 0.75)),
             bias=float(a.get("bias", 1.0)),
         )
+
+    def _Resize(self, node: NodeView) -> None:
+        self.emit("resample", [node.inputs[0]], node.outputs[0], node, alg=resize_alg(node))
 
     def _Softmax(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]

@@ -25,6 +25,7 @@ KINDS = (
     "transpose",
     "lrn",
     "slice",
+    "resample",
 )
 POST_KINDS = ("eltwise", "sum", "binary")
 # The JSON graph's algorithm names -> oneDNN's (dnnl::algorithm::<name>).
@@ -52,6 +53,7 @@ POOL_ALGS = {
     "avg_include": "pooling_avg_include_padding",
     "avg_exclude": "pooling_avg_exclude_padding",
 }
+RESAMPLE_ALGS = {"nearest": "resampling_nearest", "linear": "resampling_linear"}
 
 
 def ids(names: Iterable[str]) -> dict[str, int]:
@@ -61,7 +63,12 @@ def ids(names: Iterable[str]) -> dict[str, int]:
 
 OP_IDS = ids(KINDS)
 POST_IDS = ids(POST_KINDS)
-ALG_IDS = {"eltwise": ids(ELTWISE_ALGS), "binary": ids(BINARY_ALGS), "pool": ids(POOL_ALGS)}
+ALG_IDS = {
+    "eltwise": ids(ELTWISE_ALGS),
+    "binary": ids(BINARY_ALGS),
+    "pool": ids(POOL_ALGS),
+    "resample": ids(RESAMPLE_ALGS),
+}
 
 
 def header() -> str:
@@ -93,6 +100,7 @@ def header() -> str:
             algs("ELTWISE_ALGS", ELTWISE_ALGS),
             algs("BINARY_ALGS", BINARY_ALGS),
             algs("POOL_ALGS", POOL_ALGS),
+            algs("RESAMPLE_ALGS", RESAMPLE_ALGS),
             f"inline const char *const SLOW[] = {{{slow}}};",
             "}  // namespace byoc_ops",
             "",

@@ -309,6 +309,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
         elif kind == "binary":
             ip.append(_alg(i, "binary", a))
+        elif kind == "resample":
+            ip = [_alg(i, "resample", a)]
         elif kind == "eltwise":
             ip = [_alg(i, "eltwise", a)]
             fp = [_number(a["alpha"], "alpha"), _number(a["beta"], "beta")]

@@ -550,6 +550,25 @@ void lower_lrn(Net &n, const Op &op) {
     push(n, lrn_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
 }
 
+void lower_resample(Net &n, const Op &op) {
+    if (op.ins.size() != 1 || op.ip.size() != 1) fail("bad resample op");
+    int a = op.ins[0];
+    check_value(n, a, "resample src");
+    const dims_t &sd = n.values[a].dims, &dd = n.values[op.out].dims;
+    if (sd.size() < 3 || sd.size() > 5 || dd.size() != sd.size() || sd[0] != dd[0] ||
+        sd[1] != dd[1])
+        fail("resample: bad shape");
+    algorithm alg = by_id(RESAMPLE_ALGS, op.ip[0], "resampling");
+    auto pd = fast_layout(n.values[a].md, [&](const memory::desc &src) {
+        return resampling_forward::primitive_desc(n.eng, prop_kind::forward_inference, alg, src,
+                                                  any(dd), plain_attr());
+    });
+    a = ensure_md(n, a, pd.src_desc());
+    set_out(n, op.out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, resampling_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+}
+
 void lower_softmax(Net &n, const Op &op) {
     if (op.ins.size() != 1 || op.ip.size() != 1) fail("bad softmax op");
     check_value(n, op.ins[0], "softmax input");
@@ -780,6 +799,7 @@ void lower(Net &n, const Op &op) {
         case OP_TRANSPOSE: lower_transpose(n, op); break;
         case OP_LRN: lower_lrn(n, op); break;
         case OP_SLICE: lower_slice(n, op); break;
+        case OP_RESAMPLE: lower_resample(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
