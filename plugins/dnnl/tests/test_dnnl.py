@@ -256,14 +256,48 @@ def test_slice_keeps_a_temporal_conv_net_in_one_partition(mode: dict) -> None:
     assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
 
 
-def test_slice_with_steps_is_refused_with_reason() -> None:
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_slices_with_steps_keep_a_focus_layer_in_the_partition(mode: dict) -> None:
+    """YOLO's focus layer (space-to-depth as four Slices with step 2, then Concat and Conv) is
+    claimed: a Slice with steps reads a stepped view of its source, on a plain input and on a
+    channels-last conv output alike; clamped ends and a step of 3 too."""
+    i64 = np.int64
+    consts = {"w": rand(8, 12, 3, 3), "w2": rand(4, 8, 1, 1), "two": np.array([2, 2], i64)}
+    consts |= {"axes": np.array([2, 3], i64), "end": np.array([1 << 40, 1 << 40], i64)}
+    nodes = []
+    for k, (r, c) in enumerate([(0, 0), (1, 0), (0, 1), (1, 1)]):
+        consts[f"s{k}"] = np.array([r, c], i64)
+        nodes.append(node("Slice", ["x", f"s{k}", "end", "axes", "two"], f"f{k}"))
+    consts |= {"s": np.array([1, 0], i64), "e": np.array([9, -1], i64), "st": np.array([3, 2], i64)}
+    nodes += [
+        node("Concat", ["f0", "f1", "f2", "f3"], "cat", axis=1),
+        node("Conv", ["cat", "w"], "h", pads=[1, 1, 1, 1]),
+        node("Slice", ["h", "s", "e", "axes", "st"], "t"),  # of a conv output: channels-last
+        node("Conv", ["t", "w2"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 14, 16]}, ["y"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    claimed(report, "Slice")
+    assert len(report.plan.partitions) == 1 and not report.plan.segments
+
+
+def test_slice_with_negative_or_overhanging_steps_is_refused_with_reason() -> None:
     nodes, consts = conv_stem()
     consts |= {
-        k: np.array(v, np.int64) for k, v in [("s", [0]), ("e", [10]), ("a", [2]), ("st", [2])]
+        k: np.array(v, np.int64) for k, v in [("s", [9]), ("e", [0]), ("a", [2]), ("st", [-2])]
     }
-    nodes.append(node("Slice", ["h", "s", "e", "a", "st"], "y"))
-    plan = byoc.partition(make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts), DNNL)
-    assert "steps other than 1" in str(plan.decisions["y"].refusals)
+    consts |= {k: np.array([v], np.int64) for k, v in [("st2", 2), ("z", 0), ("e2", 11), ("a3", 3)]}
+    nodes += [
+        node("Slice", ["h", "s", "e", "a", "st"], "y"),
+        node("Slice", ["h", "z", "e2", "a", "st2"], "over"),  # 0, 2, .. 10 of 11: one too many
+        node("Slice", ["h", "z", "e2", "a3", "st2"], "fine"),  # 0, 2, .. 10 of 12
+    ]
+    model = make_model(nodes, {"x": [1, 3, 11, 12]}, ["y", "over", "fine"], consts)
+    plan = byoc.partition(model, DNNL)
+    assert "negative steps" in str(plan.decisions["y"].refusals)
+    assert "overhangs" in str(plan.decisions["over"].refusals)
+    assert plan.decisions["fine"].backend == "dnnl"
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])

@@ -199,8 +199,9 @@ def _lrn(node: NodeView) -> str | None:
     return None
 
 
-def slice_offsets(node: NodeView) -> list[int] | str:
-    """Where a Slice with unit steps starts in each dim of its input, or why it is not one."""
+def slice_window(node: NodeView) -> tuple[list[int], list[int]] | str:
+    """Where a Slice starts in each dim of its input and its step there (>= 1), or why it has
+    no such window."""
     shape = node.input_type(0).shape  # type: ignore[union-attr]  # _static_f32 checked it
     if "starts" in node.attrs:  # before opset 10: attributes
         starts, axes, steps = node.attrs["starts"], node.attrs.get("axes"), None
@@ -218,17 +219,22 @@ def slice_offsets(node: NodeView) -> list[int] | str:
         if axes is None
         else [int(a) % rank for a in np.asarray(axes).reshape(-1)]
     )
-    if steps is not None and any(int(v) != 1 for v in np.asarray(steps).reshape(-1)):
-        return "Slice with steps other than 1 is not supported"
-    offsets = [0] * rank
-    for axis, start in zip(axes, starts, strict=True):
+    steps = [1] * len(starts) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1)]
+    if any(s < 1 for s in steps):
+        return "Slice with negative steps is not supported"
+    offsets, strides = [0] * rank, [1] * rank
+    out = node.output_type(0).shape  # type: ignore[union-attr]
+    for axis, start, step in zip(axes, starts, steps, strict=True):
         dim = int(shape[axis])
         offsets[axis] = min(max(start + dim if start < 0 else start, 0), dim)
-    return offsets
+        strides[axis] = step
+        if (offsets[axis] // step + int(out[axis])) * step > dim:  # layouts.hpp stepped_window
+            return "Slice with steps whose last step overhangs its axis is not supported"
+    return offsets, strides
 
 
 def _slice(node: NodeView) -> str | None:
-    found = slice_offsets(node)
+    found = slice_window(node)
     return found if isinstance(found, str) else None
 
 

@@ -171,7 +171,8 @@ class _Writer:
         if kind == "erf":
             return f"erf(c, {op[0]})", reads
         if kind == "slice":
-            return f"slice(c, {_dims(a['offsets'])}, {op[0]}, {shape})", reads
+            steps = _dims(a.get("steps", [1] * len(a["offsets"])))
+            return f"slice(c, {_dims(a['offsets'])}, {steps}, {op[0]}, {shape})", reads
         if kind == "transpose":
             return f"transpose(c, {_dims(a['perm'])}, {op[0]})", reads
         raise ArtifactError(f"dnnl artifact: C source mode has no kernel for {kind!r}")

@@ -72,8 +72,9 @@ Kernel *batchnorm(Context &c, float epsilon, const In &src, const In &mean, cons
 Kernel *concat(Context &c, int axis, const std::vector<In> &srcs, const Dims &dst);
 Kernel *erf(Context &c, const In &src);
 Kernel *transpose(Context &c, const Dims &perm, const In &src);
-// Slice with unit steps: the window of src at offsets with dst's dims.
-Kernel *slice(Context &c, const Dims &offsets, const In &src, const Dims &dst);
+// Slice: dst[k...] = src[offsets + k * steps...] (steps >= 1).
+Kernel *slice(Context &c, const Dims &offsets, const Dims &steps, const In &src,
+              const Dims &dst);
 
 // "<primitive kind> <implementation>" oneDNN picked (e.g. "convolution brgconv:avx2").
 const char *implementation(const Kernel &k);

@@ -12,6 +12,7 @@
 #include "layouts.hpp"
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <memory>
@@ -29,10 +30,13 @@ namespace {
 
 using byoc_dnnl::any;
 using byoc_dnnl::by_name;
+using byoc_dnnl::check_window;
 using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::plain;
+using byoc_dnnl::stepped_window;
+using byoc_dnnl::SteppedWindow;
 using byoc_ops::BINARY_ALGS;  // the algorithm tables (ops.py, generated)
 using byoc_ops::ELTWISE_ALGS;
 using byoc_ops::POOL_ALGS;
@@ -435,25 +439,29 @@ Kernel *erf(Context &c, const In &src) {
 namespace {
 
 // src read through `view` (a strided or offset description of its storage) and reordered into a
-// dense output of dims `out` (one jit reorder).
-Kernel *copy_view(Context &c, const In &src, const memory::desc &view, const Dims &out) {
-    auto pd = reorder::primitive_desc(c.eng, view, c.eng, plain(out));
+// dense output of dims `out`, written through `through` (another description of its bytes) if
+// given: one jit reorder.
+Kernel *copy_view(Context &c, const In &src, const memory::desc &view, const Dims &out,
+                  const memory::desc *through = nullptr) {
+    const memory::desc to = through ? *through : plain(out);
+    auto pd = reorder::primitive_desc(c.eng, view, c.eng, to);
     Builder b(c);
     b.operand(DNNL_ARG_FROM, src, b.slot(src), view, view);
     b.k->dst_arg = DNNL_ARG_TO;
     b.output(out, plain(out));
+    b.k->dst_given = b.k->dst_want = to;
     return b.finish(reorder(pd), pd);
 }
 
 }  // namespace
 
-Kernel *slice(Context &c, const Dims &offsets, const In &src, const Dims &dst) {
-    if (offsets.size() != src.dims.size() || dst.size() != src.dims.size())
-        fail("slice: offsets and ranks differ");
-    for (size_t i = 0; i < dst.size(); ++i)
-        if (offsets[i] < 0 || dst[i] < 1 || offsets[i] + dst[i] > src.dims[i])
-            fail("slice: the window is outside the source");
-    return copy_view(c, src, plain(src.dims).submemory_desc(dst, offsets), dst);
+Kernel *slice(Context &c, const Dims &offsets, const Dims &steps, const In &src,
+              const Dims &dst) {
+    check_window(src.dims, dst, offsets, steps);
+    if (std::all_of(steps.begin(), steps.end(), [](int64_t s) { return s == 1; }))
+        return copy_view(c, src, plain(src.dims).submemory_desc(dst, offsets), dst);
+    const SteppedWindow w = stepped_window(plain(src.dims), plain(dst), offsets, steps);
+    return copy_view(c, src, w.src, dst, &w.dst);
 }
 
 Kernel *transpose(Context &c, const Dims &perm, const In &src) {

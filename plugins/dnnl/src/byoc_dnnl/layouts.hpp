@@ -45,6 +45,47 @@ inline dnnl::memory::desc any(const dnnl::memory::dims &d) {
     return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
 
+// A Slice's window: out[k...] = in[offsets + k * steps...], steps >= 1, inside the source.
+inline void check_window(const dnnl::memory::dims &in, const dnnl::memory::dims &out,
+                         const dnnl::memory::dims &offsets, const dnnl::memory::dims &steps) {
+    if (out.size() != in.size() || offsets.size() != in.size() || steps.size() != in.size())
+        throw std::runtime_error("slice: offsets, steps and ranks differ");
+    for (size_t i = 0; i < in.size(); ++i)
+        if (steps[i] < 1 || offsets[i] < 0 || out[i] < 1 ||
+            offsets[i] + (out[i] - 1) * steps[i] >= in[i])
+            throw std::runtime_error("slice: the window is outside the source");
+}
+
+// A window with steps, as a pair of descriptions a reorder copies between. oneDNN's views cannot
+// step, so each axis with a step s > 1 is split in two, (position / s, position % s), with
+// strides (stride * s, stride): the window is the sub-memory (out, 1) at (offset / s,
+// offset % s) of that view of `src` (dense, no inner blocks), and `dst` (dense, dims out) is
+// split the same way. The view spans offset / s + out steps, which oneDNN accepts only within
+// the axis (annotate.slice_window refuses a window whose last step overhangs it).
+struct SteppedWindow {
+    dnnl::memory::desc src, dst;
+};
+inline SteppedWindow stepped_window(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
+                                    const dnnl::memory::dims &offsets,
+                                    const dnnl::memory::dims &steps) {
+    const dnnl::memory::dims in = src.get_dims(), out = dst.get_dims();
+    const dnnl::memory::dims ss = src.get_strides(), ds = dst.get_strides();
+    dnnl::memory::dims pd, ps, wd, wo, od, os;
+    for (size_t i = 0; i < in.size(); ++i) {
+        const int64_t s = steps[i];
+        if (s == 1) {
+            pd.push_back(in[i]), ps.push_back(ss[i]), wd.push_back(out[i]);
+            wo.push_back(offsets[i]), od.push_back(out[i]), os.push_back(ds[i]);
+            continue;
+        }
+        pd.insert(pd.end(), {offsets[i] / s + out[i], s}), ps.insert(ps.end(), {ss[i] * s, ss[i]});
+        wd.insert(wd.end(), {out[i], 1}), wo.insert(wo.end(), {offsets[i] / s, offsets[i] % s});
+        od.insert(od.end(), {out[i], 1}), os.insert(os.end(), {ds[i], ds[i]});
+    }
+    const auto f32 = dnnl::memory::data_type::f32;
+    return {dnnl::memory::desc(pd, f32, ps).submemory_desc(wd, wo), dnnl::memory::desc(od, f32, os)};
+}
+
 // oneDNN's reference implementations are plain C loops, often 10-100x slower than onnxruntime.
 inline bool is_reference(const dnnl::primitive_desc_base &pd) {
     return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;

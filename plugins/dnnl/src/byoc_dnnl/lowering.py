@@ -10,7 +10,7 @@ import numpy as np
 from byoc import NodeView, Partition
 from byoc.plan import Composite
 
-from byoc_dnnl.annotate import resize_alg, slice_offsets
+from byoc_dnnl.annotate import resize_alg, slice_window
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
@@ -461,14 +461,18 @@ class Lowering:
 
     def _Slice(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]
-        offsets = slice_offsets(node)
-        assert not isinstance(offsets, str)  # the check refused the node otherwise
+        found = slice_window(node)
+        assert not isinstance(found, str)  # the check refused the node otherwise
+        offsets, steps = found
         c = self.const(x)
         if c is not None:  # a window of a constant is a constant
-            window = tuple(slice(o, o + d) for o, d in zip(offsets, self.shape(y), strict=True))
+            window = tuple(
+                slice(o, o + (d - 1) * s + 1, s)
+                for o, d, s in zip(offsets, self.shape(y), steps, strict=True)
+            )
             self.consts[y] = np.ascontiguousarray(c[window])
             return
-        self.emit("slice", [x], y, node, offsets=offsets)
+        self.emit("slice", [x], y, node, offsets=offsets, steps=steps)
 
     def _view(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]

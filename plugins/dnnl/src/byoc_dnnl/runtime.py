@@ -323,8 +323,10 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             fp = [_number(a[k], k) for k in ("alpha", "beta", "bias")]
         elif kind == "transpose":
             ip = _ints(a["perm"], "perm", len(node["shape"]))
-        elif kind == "slice":
-            ip = _ints(a["offsets"], "offsets", len(node["shape"]))
+        elif kind == "slice":  # steps: artifacts before Slice had steps have none
+            rank = len(node["shape"])
+            steps = a.get("steps", [1] * rank)
+            ip = [*_ints(a["offsets"], "offsets", rank), *_ints(steps, "steps", rank, 1)]
     except (KeyError, TypeError) as exc:
         raise _bad(f"node {i} ({kind}) lacks attribute {exc}") from None
     return ip, fp

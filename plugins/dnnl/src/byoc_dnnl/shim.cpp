@@ -36,10 +36,13 @@ namespace {
 
 using byoc_dnnl::any;
 using byoc_dnnl::by_id;
+using byoc_dnnl::check_window;
 using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::plain;
+using byoc_dnnl::stepped_window;
+using byoc_dnnl::SteppedWindow;
 using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generated)
 
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
@@ -702,15 +705,22 @@ void lower_view(Net &n, const Op &op) {
 }
 
 // Value a read through `view` (a strided or offset description of its storage) and reordered
-// into `out`, laid out as `md` (one jit reorder).
-void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::desc &md) {
+// into `out`, laid out as `md` and written through `through` (another description of md's
+// bytes; md itself by default): one jit reorder.
+void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::desc &md,
+               const memory::desc *through = nullptr) {
     int v = new_value(n, view.get_dims(), view);
     n.values[v].alias_of = a;
     set_out(n, out, md);
+    int to = out;
+    if (through) {
+        to = new_value(n, through->get_dims(), *through);
+        n.values[to].alias_of = out;
+    }
     Step st;
-    st.prim = reorder(reorder::primitive_desc(n.eng, view, n.eng, md));
+    st.prim = reorder(reorder::primitive_desc(n.eng, view, n.eng, n.values[to].md));
     st.has_prim = true;
-    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, out}};
+    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, to}};
     n.steps.push_back(st);
 }
 
@@ -760,24 +770,30 @@ memory::desc dense_like(const memory::desc &md, const dims_t &d) {
     return memory::desc(d, dt::f32, strides);
 }
 
-// Slice with unit steps: a window of the source at the offsets (a sub-memory view) reordered
-// into a dense output.
+// Slice: a window of the source (a sub-memory view; with steps, stepped_window's) reordered into
+// a dense output in the source's order of dims.
 void lower_slice(Net &n, const Op &op) {
     if (op.ins.size() != 1) fail("bad slice op");
     int a = op.ins[0];
     check_value(n, a, "slice src");
     const dims_t in = n.values[a].dims, out = n.values[op.out].dims;
-    if (op.ip.size() != in.size() || out.size() != in.size())
-        fail("slice: offsets and ranks differ");
-    for (size_t i = 0; i < in.size(); ++i)
-        if (op.ip[i] < 0 || out[i] < 1 || op.ip[i] + out[i] > in[i])
-            fail("slice: the window is outside the source");
+    const size_t r = in.size();
+    if (op.ip.size() != 2 * r) fail("slice: offsets, steps and ranks differ");
+    const dims_t offsets(op.ip.begin(), op.ip.begin() + r), steps(op.ip.begin() + r, op.ip.end());
+    check_window(in, out, offsets, steps);
+    if (std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s != 1; })) {
+        if (n.values[a].md.get_inner_nblks() != 0) a = ensure_plain(n, a);
+        const memory::desc md = dense_like(n.values[a].md, out);
+        const SteppedWindow w = stepped_window(n.values[a].md, md, offsets, steps);
+        copy_view(n, a, w.src, op.out, md, &w.dst);
+        return;
+    }
     memory::desc view;
     try {
-        view = n.values[a].md.submemory_desc(out, op.ip);
+        view = n.values[a].md.submemory_desc(out, offsets);
     } catch (const dnnl::error &) {  // a window that cuts a blocked dim inside a block
         a = ensure_plain(n, a);
-        view = n.values[a].md.submemory_desc(out, op.ip);
+        view = n.values[a].md.submemory_desc(out, offsets);
     }
     copy_view(n, a, view, op.out, dense_like(n.values[a].md, out));
 }
