@@ -266,7 +266,10 @@ def _resize(node: NodeView) -> str | None:
     found = node.const(2) if 2 in given else None
     if found is not None and found.size:  # scales, not sizes: ONNX maps with the given scale
         axes = [int(x) % rank for x in a.get("axes", range(rank))]
-        for axis, scale in zip(axes, found.reshape(-1).tolist(), strict=True):
+        given_scales = found.reshape(-1).tolist()
+        if len(given_scales) != len(axes) or not all(v > 0 for v in given_scales):
+            return f"Resize scales {given_scales} are not one positive scale per axis"
+        for axis, scale in zip(axes, given_scales, strict=True):
             scales[axis] = Fraction(float(scale))
     if any(s != 1 or i != o for s, i, o in zip(scales[:2], *(d[:2] for d in into), strict=True)):
         return "Resize of the batch or channel axis is not supported"
