@@ -314,6 +314,22 @@ Kernel *eltwise(Context &c, const char *alg, float alpha, float beta, const In &
     return b.finish(eltwise_forward(pd), pd);
 }
 
+namespace {
+
+// A kernel of one source and one destination (pooling, LRN, resampling): its source reordered
+// from plain to the layout it was made for, its output reordered back to plain if it chose
+// another.
+template <class Prim>
+Kernel *src_dst(Context &c, const In &src, const Dims &dst,
+                const typename Prim::primitive_desc &pd) {
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
+    b.output(dst, pd.dst_desc());
+    return b.finish(Prim(pd), pd);
+}
+
+}  // namespace
+
 Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const Dims &kernel,
              const Dims &strides, const Dims &dilations, const Dims &pads_begin,
              const Dims &pads_end) {
@@ -323,10 +339,7 @@ Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const 
                                                any(dst), strides, kernel, dilations, pads_begin,
                                                pads_end, attr_of(c, false));
     });
-    Builder b(c);
-    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
-    b.output(dst, pd.dst_desc());
-    return b.finish(pooling_forward(pd), pd);
+    return src_dst<pooling_forward>(c, src, dst, pd);
 }
 
 Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &src) {
@@ -336,10 +349,7 @@ Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &sr
                                            algorithm::lrn_across_channels, md, md, size, alpha,
                                            beta, k, attr_of(c, false));
     });
-    Builder b(c);
-    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
-    b.output(src.dims, pd.dst_desc());
-    return b.finish(lrn_forward(pd), pd);
+    return src_dst<lrn_forward>(c, src, src.dims, pd);
 }
 
 Kernel *resample(Context &c, const char *alg, const In &src, const Dims &dst) {
@@ -350,10 +360,7 @@ Kernel *resample(Context &c, const char *alg, const In &src, const Dims &dst) {
         return resampling_forward::primitive_desc(c.eng, prop_kind::forward_inference, ra, s,
                                                   any(dst), attr_of(c, false));
     });
-    Builder b(c);
-    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(src.dims), pd.src_desc());
-    b.output(dst, pd.dst_desc());
-    return b.finish(resampling_forward(pd), pd);
+    return src_dst<resampling_forward>(c, src, dst, pd);
 }
 
 Kernel *softmax(Context &c, int axis, const In &src) {

@@ -83,7 +83,8 @@ inline SteppedWindow stepped_window(const dnnl::memory::desc &src, const dnnl::m
         od.insert(od.end(), {out[i], 1}), os.insert(os.end(), {ds[i], ds[i]});
     }
     const auto f32 = dnnl::memory::data_type::f32;
-    return {dnnl::memory::desc(pd, f32, ps).submemory_desc(wd, wo), dnnl::memory::desc(od, f32, os)};
+    return {dnnl::memory::desc(pd, f32, ps).submemory_desc(wd, wo),
+            dnnl::memory::desc(od, f32, os)};
 }
 
 // oneDNN's reference implementations are plain C loops, often 10-100x slower than onnxruntime.

@@ -187,6 +187,16 @@ void push(Net &n, const primitive &p, std::vector<std::pair<int, int>> args) {
     n.steps.push_back(s);
 }
 
+// A primitive of one source and one destination (pooling, LRN, resampling): its source reordered
+// to the layout it was made for, its output in the layout it chose.
+template <class Prim>
+void push_src_dst(Net &n, int a, int out, const typename Prim::primitive_desc &pd) {
+    a = ensure_md(n, a, pd.src_desc());
+    set_out(n, out, pd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, Prim(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, out}});
+}
+
 algorithm eltwise_alg(int64_t a) { return by_id(ELTWISE_ALGS, a, "eltwise"); }
 algorithm binary_alg(int64_t a) { return by_id(BINARY_ALGS, a, "binary"); }
 
@@ -529,10 +539,7 @@ void lower_pool(Net &n, const Op &op) {
                                                any(n.values[op.out].dims), strides, kernel, dil,
                                                pl, pr, plain_attr());
     });
-    a = ensure_md(n, a, pd.src_desc());
-    set_out(n, op.out, pd.dst_desc());
-    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, pooling_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+    push_src_dst<pooling_forward>(n, a, op.out, pd);
 }
 
 void lower_lrn(Net &n, const Op &op) {
@@ -547,10 +554,7 @@ void lower_lrn(Net &n, const Op &op) {
                                            algorithm::lrn_across_channels, md, md, op.ip[0],
                                            op.fp[0], op.fp[1], op.fp[2], plain_attr());
     });
-    a = ensure_md(n, a, pd.src_desc());
-    set_out(n, op.out, pd.dst_desc());
-    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, lrn_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+    push_src_dst<lrn_forward>(n, a, op.out, pd);
 }
 
 void lower_resample(Net &n, const Op &op) {
@@ -566,10 +570,7 @@ void lower_resample(Net &n, const Op &op) {
         return resampling_forward::primitive_desc(n.eng, prop_kind::forward_inference, alg, src,
                                                   any(dd), plain_attr());
     });
-    a = ensure_md(n, a, pd.src_desc());
-    set_out(n, op.out, pd.dst_desc());
-    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, resampling_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+    push_src_dst<resampling_forward>(n, a, op.out, pd);
 }
 
 void lower_softmax(Net &n, const Op &op) {
