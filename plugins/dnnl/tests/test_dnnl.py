@@ -320,6 +320,75 @@ def test_residual_add_with_the_conv_second_fuses_as_a_sum(mode: dict) -> None:
     assert kinds.count("convolution") == 3 and "binary" not in kinds, impls
 
 
+def dnnl_kinds(compiled: byoc.CompiledModel) -> list[str]:
+    """The kinds of the kernels in the JSON graphs of the dnnl partitions."""
+    return [
+        n["kind"]
+        for s in compiled.steps
+        if s.unit.backend == "dnnl"
+        for n in s.artifact.graph["nodes"]
+        if n["op"] == "kernel"
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_shufflenet_v2_unit_is_one_partition_with_one_shuffle_kernel(mode: dict) -> None:
+    """ShuffleNet v2's unit: Split the channels, convolve one half, Concat, then the channel
+    shuffle (Reshape to (N, g, C/g, H, W), Transpose, Reshape back). Split is claimed as windows
+    of its input, and the shuffle is one kernel (a reorder in the source's own layout) instead
+    of a view, a transpose and a view; unequal split sizes too."""
+    i64 = np.int64
+    nodes, consts = conv_stem()
+    consts |= {"w1": rand(4, 4, 1, 1), "w2": rand(8, 8, 3, 3), "sizes": np.array([3, 5], i64)}
+    consts |= {"split": np.array([1, 2, 4, 10, 12], i64), "back": np.array([1, 8, 10, 12], i64)}
+    consts["split4"] = np.array([1, 4, 2, 10, 12], i64)
+    nodes += [
+        node("Split", ["h"], ["a", "b"], axis=1, num_outputs=2),
+        node("Conv", ["b", "w1"], "c"),
+        node("Relu", ["c"], "r"),
+        node("Concat", ["a", "r"], "cat", axis=1),
+        node("Reshape", ["cat", "split"], "g"),
+        node("Transpose", ["g"], "t", perm=[0, 2, 1, 3, 4]),
+        node("Reshape", ["t", "back"], "s"),
+        node("Conv", ["s", "w2"], "u", pads=[1, 1, 1, 1]),
+        node("Reshape", ["u", "split4"], "g4"),  # 4 groups, of a convolution's output
+        node("Transpose", ["g4"], "t4", perm=[0, 2, 1, 3, 4]),
+        node("Reshape", ["t4", "back"], "s4"),
+        node("Split", ["s4", "sizes"], ["y", "z"], axis=-3),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "z"], consts, opset=18)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    claimed(report, "Split")
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    kinds = dnnl_kinds(byoc.compile(model, config))
+    assert kinds.count("shuffle") == 2 and "transpose" not in kinds and "view" not in kinds, kinds
+    assert kinds.count("slice") == 4, kinds
+
+
+def test_only_an_exact_channel_shuffle_becomes_a_shuffle_kernel() -> None:
+    """A Reshape-Transpose-Reshape that swaps other dims, or whose middle value is also a model
+    output, is kept as it is; the shuffle of the convolution's (blocked) output is one kernel."""
+    i64 = np.int64
+    nodes, consts = conv_stem()
+    consts |= {"split": np.array([1, 2, 4, 10, 12], i64), "back": np.array([1, 8, 10, 12], i64)}
+    nodes += [
+        node("Reshape", ["h", "split"], "g"),
+        node("Transpose", ["g"], "t", perm=[0, 1, 2, 4, 3]),
+        node("Reshape", ["t", "back"], "y"),
+        node("Transpose", ["g"], "t2", perm=[0, 2, 1, 3, 4]),
+        node("Reshape", ["t2", "back"], "z"),
+        node("Reshape", ["h", "split"], "g3"),
+        node("Transpose", ["g3"], "t3", perm=[0, 2, 1, 3, 4]),
+        node("Reshape", ["t3", "back"], "w"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "z", "g", "w"], consts)
+    config = {**DNNL, "compile": {"placement": "static"}}
+    assert_matches_onnxruntime(model, config)
+    kinds = dnnl_kinds(byoc.compile(model, config))
+    assert kinds.count("shuffle") == 1 and kinds.count("transpose") == 2, kinds
+
+
 # (mode, coordinate_transformation_mode, nearest_mode, scales or None, sizes or None)
 RESIZES = [
     ("nearest", "asymmetric", "floor", [1, 1, 2, 2], None),  # PyTorch's and Paddle's upsample

@@ -36,8 +36,8 @@ def _static_f32(node: NodeView) -> str | None:
         t = node.input_type(i)
         if t is None or t.dtype is None or t.shape is None:
             return f"the type of input '{name}' is unknown"
-        if node.op_type in (*VIEWS, "Slice", "Resize") and i > 0:
-            continue  # the shape / axes operands of a view, Slice's indices, Resize's sizes
+        if node.op_type in (*VIEWS, "Slice", "Split", "Resize") and i > 0:
+            continue  # a view's shape / axes, Slice's indices, Split's sizes, Resize's sizes
         if node.op_type == "Clip" and i > 0:
             if node.const(i) is None:
                 return "Clip bounds must be constants"
@@ -238,6 +238,24 @@ def _slice(node: NodeView) -> str | None:
     return found if isinstance(found, str) else None
 
 
+def split_offsets(node: NodeView) -> tuple[int, list[int]] | str:
+    """A Split's axis and where each of its outputs starts along it (read off the outputs'
+    static shapes, which _static_f32 checked), or why they do not tile the input."""
+    shape = node.input_type(0).shape  # type: ignore[union-attr]
+    axis = int(node.attrs.get("axis", 0)) % len(shape)
+    if not all(node.outputs):
+        return "Split with an unnamed output is not supported"
+    lengths = [int(node.output_type(i).shape[axis]) for i in range(len(node.outputs))]  # type: ignore[union-attr,index]
+    if sum(lengths) != shape[axis]:
+        return f"Split outputs of lengths {lengths} do not tile the input's {shape[axis]}"
+    return axis, [sum(lengths[:i]) for i in range(len(lengths))]
+
+
+def _split(node: NodeView) -> str | None:
+    found = split_offsets(node)
+    return found if isinstance(found, str) else None
+
+
 def _resize(node: NodeView) -> str | None:
     """A Resize oneDNN's resampling computes exactly as ONNX defines it.
 
@@ -378,6 +396,7 @@ _CHECKS: dict[str, Check] = {
     "Concat": _concat,
     "Transpose": _transpose,
     "Slice": _slice,
+    "Split": _split,
     "Resize": _resize,
     **{t: _view for t in VIEWS},
     "Dropout": _dropout,

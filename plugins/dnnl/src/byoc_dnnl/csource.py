@@ -175,6 +175,8 @@ class _Writer:
             return f"slice(c, {_dims(a['offsets'])}, {steps}, {op[0]}, {shape})", reads
         if kind == "transpose":
             return f"transpose(c, {_dims(a['perm'])}, {op[0]})", reads
+        if kind == "shuffle":
+            return f"shuffle(c, {int(a['groups'])}, {op[0]})", reads
         raise ArtifactError(f"dnnl artifact: C source mode has no kernel for {kind!r}")
 
     def plan_buffers(self, reads: dict[int, list[int]]) -> tuple[dict[int, int], int]:

@@ -75,6 +75,8 @@ Kernel *transpose(Context &c, const Dims &perm, const In &src);
 // Slice: dst[k...] = src[offsets + k * steps...] (steps >= 1).
 Kernel *slice(Context &c, const Dims &offsets, const Dims &steps, const In &src,
               const Dims &dst);
+// Channel shuffle: dst channel j * groups + i is src channel i * C / groups + j.
+Kernel *shuffle(Context &c, int64_t groups, const In &src);
 
 // "<primitive kind> <implementation>" oneDNN picked (e.g. "convolution brgconv:avx2").
 const char *implementation(const Kernel &k);

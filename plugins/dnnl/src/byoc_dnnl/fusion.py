@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import numpy as np
 
 from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering
@@ -22,7 +24,7 @@ class Fuser:
         self.outputs = outputs
 
     def run(self, kernels: list[Kernel]) -> list[Kernel]:
-        alive = list(kernels)
+        alive = self._shuffles(kernels)
         i = 0
         while i < len(alive):
             k = alive[i]
@@ -37,6 +39,35 @@ class Fuser:
                     continue
             i += 1
         return alive
+
+    def _shuffles(self, kernels: list[Kernel]) -> list[Kernel]:
+        """A channel shuffle, view (N, C, ...) -> (N, g, C/g, ...), transpose of dims 1 and 2,
+        view back to (N, C, ...), becomes one shuffle kernel: one reorder in the source's layout
+        instead of a reorder to plain, a transpose and a reorder back."""
+        shape = self.low.shape
+        by_out = {k.output: k for k in kernels}
+        reads = Counter(n for k in kernels for n in self._reads(k))
+        gone: set[int] = set()
+        for k in kernels:
+            t = by_out.get(k.inputs[0] or "") if k.kind == "view" else None
+            v = by_out.get(t.inputs[0] or "") if t and t.kind == "transpose" else None
+            if v is None or v.kind != "view" or v.inputs[0] is None:
+                continue
+            x, split = shape(v.inputs[0]), shape(v.output)
+            r = len(split)
+            if (
+                shape(k.output) != x
+                or len(x) < 2
+                or split != (x[0], split[1], x[1] // split[1], *x[2:])
+                or t.attrs["perm"] != [0, 2, 1, *range(3, r)]
+                or any(reads[m.output] != 1 or m.output in self.outputs for m in (v, t))
+            ):
+                continue
+            k.kind, k.name, k.inputs = "shuffle", "dnnl.shuffle", [v.inputs[0]]
+            k.attrs = {"groups": split[1]}
+            k.members = v.members + t.members + k.members
+            gone |= {id(v), id(t)}
+        return [k for k in kernels if id(k) not in gone]
 
     @staticmethod
     def _reads(k: Kernel) -> list[str]:

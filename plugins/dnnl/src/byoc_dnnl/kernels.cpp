@@ -35,8 +35,9 @@ using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::plain;
+using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
-using byoc_dnnl::SteppedWindow;
+using byoc_dnnl::ViewPair;
 using byoc_ops::BINARY_ALGS;  // the algorithm tables (ops.py, generated)
 using byoc_ops::ELTWISE_ALGS;
 using byoc_ops::POOL_ALGS;
@@ -467,7 +468,7 @@ Kernel *slice(Context &c, const Dims &offsets, const Dims &steps, const In &src,
     check_window(src.dims, dst, offsets, steps);
     if (std::all_of(steps.begin(), steps.end(), [](int64_t s) { return s == 1; }))
         return copy_view(c, src, plain(src.dims).submemory_desc(dst, offsets), dst);
-    const SteppedWindow w = stepped_window(plain(src.dims), plain(dst), offsets, steps);
+    const ViewPair w = stepped_window(plain(src.dims), plain(dst), offsets, steps);
     return copy_view(c, src, w.src, dst, &w.dst);
 }
 
@@ -490,6 +491,11 @@ Kernel *transpose(Context &c, const Dims &perm, const In &src) {
         view[j] = strides[p];
     }
     return copy_view(c, src, memory::desc(out, dt::f32, view), out);  // out[j...] = in[perm...]
+}
+
+Kernel *shuffle(Context &c, int64_t groups, const In &src) {
+    const ViewPair w = shuffled(plain(src.dims), plain(src.dims), groups);
+    return copy_view(c, src, w.src, src.dims, &w.dst);
 }
 
 const char *implementation(const Kernel &k) { return k.impl.c_str(); }

@@ -56,16 +56,19 @@ inline void check_window(const dnnl::memory::dims &in, const dnnl::memory::dims 
             throw std::runtime_error("slice: the window is outside the source");
 }
 
-// A window with steps, as a pair of descriptions a reorder copies between. oneDNN's views cannot
-// step, so each axis with a step s > 1 is split in two, (position / s, position % s), with
-// strides (stride * s, stride): the window is the sub-memory (out, 1) at (offset / s,
-// offset % s) of that view of `src` (dense, no inner blocks), and `dst` (dense, dims out) is
-// split the same way. The view spans offset / s + out steps, which oneDNN accepts only within
-// the axis (annotate.slice_window refuses a window whose last step overhangs it).
-struct SteppedWindow {
+// Two descriptions of the same dims over two buffers: one reorder from src to dst copies what
+// the pair describes (a window with steps, a channel shuffle).
+struct ViewPair {
     dnnl::memory::desc src, dst;
 };
-inline SteppedWindow stepped_window(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
+
+// A window with steps. oneDNN's views cannot step, so each axis with a step s > 1 is split in
+// two, (position / s, position % s), with strides (stride * s, stride): the window is the
+// sub-memory (out, 1) at (offset / s, offset % s) of that view of `src` (dense, no inner
+// blocks), and `dst` (dense, dims out) is split the same way. The view spans offset / s + out
+// steps, which oneDNN accepts only within the axis (annotate.slice_window refuses a window whose
+// last step overhangs it).
+inline ViewPair stepped_window(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
                                     const dnnl::memory::dims &offsets,
                                     const dnnl::memory::dims &steps) {
     const dnnl::memory::dims in = src.get_dims(), out = dst.get_dims();
@@ -85,6 +88,24 @@ inline SteppedWindow stepped_window(const dnnl::memory::desc &src, const dnnl::m
     const auto f32 = dnnl::memory::data_type::f32;
     return {dnnl::memory::desc(pd, f32, ps).submemory_desc(wd, wo),
             dnnl::memory::desc(od, f32, os)};
+}
+
+// A channel shuffle in `groups` groups (ONNX's Reshape to (N, g, C/g, ...), Transpose of dims 1
+// and 2, Reshape back): out channel j * g + i is in channel i * C/g + j. Dim 1 of both
+// descriptions (dense, no inner blocks, the same dims) is split into (C/g, g): the source with
+// strides (stride, stride * C/g), the destination with (stride * g, stride).
+inline ViewPair shuffled(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
+                         int64_t groups) {
+    const dnnl::memory::dims d = src.get_dims(), ss = src.get_strides(), ds = dst.get_strides();
+    if (d.size() < 2 || dst.get_dims() != d || groups < 1 || d[1] % groups != 0)
+        throw std::runtime_error("shuffle: the groups do not divide the channels");
+    const int64_t per = d[1] / groups;
+    dnnl::memory::dims split = d, sv = ss, dv = ds;
+    split[1] = per, split.insert(split.begin() + 2, groups);
+    sv.insert(sv.begin() + 2, ss[1] * per);
+    dv[1] = ds[1] * groups, dv.insert(dv.begin() + 2, ds[1]);
+    const auto f32 = dnnl::memory::data_type::f32;
+    return {dnnl::memory::desc(split, f32, sv), dnnl::memory::desc(split, f32, dv)};
 }
 
 // oneDNN's reference implementations are plain C loops, often 10-100x slower than onnxruntime.

@@ -10,7 +10,7 @@ import numpy as np
 from byoc import NodeView, Partition
 from byoc.plan import Composite
 
-from byoc_dnnl.annotate import resize_alg, slice_window
+from byoc_dnnl.annotate import resize_alg, slice_window, split_offsets
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
@@ -473,6 +473,22 @@ class Lowering:
             self.consts[y] = np.ascontiguousarray(c[window])
             return
         self.emit("slice", [x], y, node, offsets=offsets, steps=steps)
+
+    def _Split(self, node: NodeView) -> None:
+        """Each output is a window of the input (a slice kernel)."""
+        x = node.inputs[0]
+        found = split_offsets(node)
+        assert not isinstance(found, str)  # the check refused the node otherwise
+        axis, starts = found
+        c = self.const(x)
+        for y, start in zip(node.outputs, starts, strict=True):
+            offsets = [0] * len(self.shape(x))
+            offsets[axis] = start
+            if c is not None:  # a window of a constant is a constant
+                n = self.shape(y)[axis]
+                self.consts[y] = np.ascontiguousarray(c.take(range(start, start + n), axis))
+                continue
+            self.emit("slice", [x], y, node, offsets=offsets, steps=[1] * len(offsets))
 
     def _view(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]

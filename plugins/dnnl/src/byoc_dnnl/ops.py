@@ -26,6 +26,7 @@ KINDS = (
     "lrn",
     "slice",
     "resample",
+    "shuffle",
 )
 POST_KINDS = ("eltwise", "sum", "binary")
 # The JSON graph's algorithm names -> oneDNN's (dnnl::algorithm::<name>).

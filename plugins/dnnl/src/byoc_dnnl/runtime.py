@@ -321,6 +321,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
         elif kind == "lrn":
             ip = _ints([a["size"]], "size", lo=1)
             fp = [_number(a[k], k) for k in ("alpha", "beta", "bias")]
+        elif kind == "shuffle":
+            ip = _ints([a["groups"]], "groups", lo=1)
         elif kind == "transpose":
             ip = _ints(a["perm"], "perm", len(node["shape"]))
         elif kind == "slice":  # steps: artifacts before Slice had steps have none

@@ -36,13 +36,15 @@ namespace {
 
 using byoc_dnnl::any;
 using byoc_dnnl::by_id;
+using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
 using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::plain;
+using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
-using byoc_dnnl::SteppedWindow;
+using byoc_dnnl::ViewPair;
 using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generated)
 
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
@@ -785,7 +787,7 @@ void lower_slice(Net &n, const Op &op) {
     if (std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s != 1; })) {
         if (n.values[a].md.get_inner_nblks() != 0) a = ensure_plain(n, a);
         const memory::desc md = dense_like(n.values[a].md, out);
-        const SteppedWindow w = stepped_window(n.values[a].md, md, offsets, steps);
+        const ViewPair w = stepped_window(n.values[a].md, md, offsets, steps);
         copy_view(n, a, w.src, op.out, md, &w.dst);
         return;
     }
@@ -797,6 +799,20 @@ void lower_slice(Net &n, const Op &op) {
         view = n.values[a].md.submemory_desc(out, offsets);
     }
     copy_view(n, a, view, op.out, dense_like(n.values[a].md, out));
+}
+
+// Channel shuffle: one reorder between two views of the source's dense layout (channels-last
+// stays channels-last, so the convolution after it needs no reorder).
+void lower_shuffle(Net &n, const Op &op) {
+    if (op.ins.size() != 1 || op.ip.size() != 1) fail("bad shuffle op");
+    int a = op.ins[0];
+    check_value(n, a, "shuffle src");
+    const dims_t d = n.values[a].dims;
+    if (n.values[op.out].dims != d) fail("shuffle: src and dst shapes differ");
+    if (n.values[a].md.get_inner_nblks() != 0) a = ensure_md(n, a, channels_last(d));
+    const memory::desc md = dense_like(n.values[a].md, d);
+    const ViewPair w = shuffled(n.values[a].md, md, op.ip[0]);
+    copy_view(n, a, w.src, op.out, md, &w.dst);
 }
 
 void lower(Net &n, const Op &op) {
@@ -817,6 +833,7 @@ void lower(Net &n, const Op &op) {
         case OP_LRN: lower_lrn(n, op); break;
         case OP_SLICE: lower_slice(n, op); break;
         case OP_RESAMPLE: lower_resample(n, op); break;
+        case OP_SHUFFLE: lower_shuffle(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
