@@ -527,6 +527,58 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
     claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
 
 
+def _spelled_layernorm(opset: int, square: str, affine: bool, axis: int = -1) -> tuple:
+    """MatMul -> LayerNormalization spelled in basic ops (as exporters before opset 17 write
+    it) -> MatMul, over [2, 6, 16]."""
+    i64 = np.int64
+    consts = {"w0": rand(16, 16), "w1": rand(16, 8), "two": np.float32(2.0)}
+    consts |= {"eps": np.float32(1e-5), "g": rand(16), "b": rand(1, 16)}
+    axes: dict = {"axes": [axis]} if opset < 18 else {}
+    extra = ["ax"] if opset >= 18 else []
+    if extra:
+        consts["ax"] = np.array([axis], i64)
+    nodes = [
+        node("MatMul", ["x", "w0"], "h"),
+        node("ReduceMean", ["h", *extra], "mean", **axes),
+        node("Sub", ["h", "mean"], "d"),
+        node("Pow", ["d", "two"], "sq") if square == "Pow" else node("Mul", ["d", "d"], "sq"),
+        node("ReduceMean", ["sq", *extra], "var", **axes),
+        node("Add", ["eps", "var"], "ve"),
+        node("Sqrt", ["ve"], "std"),
+        node("Div", ["d", "std"], "n"),
+    ]
+    if affine:
+        nodes += [node("Mul", ["n", "g"], "ng"), node("Add", ["ng", "b"], "ln")]
+    else:
+        nodes += [node("Identity", ["n"], "ln")]
+    nodes += [node("MatMul", ["ln", "w1"], "y")]
+    return make_model(nodes, {"x": [2, 6, 16]}, ["y"], consts, opset=opset)
+
+
+@pytest.mark.parametrize(
+    "opset,square,affine", [(13, "Pow", True), (18, "Mul", True), (13, "Pow", False)]
+)
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_layernorm_spelled_in_basic_ops_is_one_layernorm_kernel(
+    opset: int, square: str, affine: bool, mode: dict
+) -> None:
+    """PP-OCR's SVTR blocks and transformers exported before opset 17 spell LayerNormalization
+    out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add): it runs as one oneDNN
+    layer normalization, so the model stays one partition."""
+    model = _spelled_layernorm(opset, square, affine)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    assert "dnnl.layernorm" in {d.composite for d in report.plan.decisions.values()}
+    assert dnnl_kinds(byoc.compile(model, config)).count("layernorm") == 1
+
+
+def test_a_mean_over_another_axis_is_not_a_layernorm() -> None:
+    plan = byoc.partition(_spelled_layernorm(13, "Pow", True, axis=1), DNNL)
+    assert "dnnl.layernorm" not in {d.composite for d in plan.decisions.values()}
+    assert "other axes than the last" in str(plan.decisions["n"].refusals), plan.decisions["n"]
+
+
 def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:
     """0.5 in the inner Mul and 1/sqrt(2) outside is not GELU: the pattern asks for each value
     where it stands, not for a Mul by that number anywhere in the match."""

@@ -179,6 +179,8 @@ def _global_pool(node: NodeView) -> str | None:
 
 def _layernorm(node: NodeView) -> str | None:
     rank = _rank(node)
+    if not 2 <= rank <= 5:
+        return "oneDNN's layer normalization needs rank 2 to 5"
     axis = node.attrs.get("axis", -1)
     if axis not in (-1, rank - 1):
         return f"LayerNormalization over axis {axis} is not supported (only the last axis)"
@@ -463,6 +465,55 @@ def _gelu(x: Pattern) -> Pattern:
     return form_a | form_b
 
 
+def _layernorm_spelled(x: Pattern) -> Pattern:
+    """LayerNormalization in basic ops, as exporters before opset 17 write it: ``d = x -
+    mean(x)``, ``d / sqrt(mean(d^2) + eps)``, then ``* gamma + beta`` (either or both may be
+    absent). The means are ReduceMeans (axes an attribute, or an input from opset 18)."""
+
+    def mean(v: Pattern) -> Pattern:
+        return op("ReduceMean", v) | op("ReduceMean", v, const())
+
+    d = op("Sub", x, mean(x)).named("d")
+    square = op("Pow", wildcard("d"), const(value=2.0)) | op("Mul", wildcard("d"), wildcard("d"))
+    std = op("Sqrt", op("Add", mean(square), const("eps"), commutative=True))
+    norm = op("Div", d, std)
+    scaled = op("Mul", norm, const("gamma"), commutative=True)
+    return op("Add", scaled | norm, const("beta"), commutative=True) | scaled | norm
+
+
+def _layernorm_check(match: Match) -> str | None:
+    """Both means are over the last axis alone, keeping it; epsilon is one number; gamma and
+    beta vary along the last axis only (oneDNN's layer_normalization, per-channel scale and
+    shift)."""
+    sub = match.producer("d")  # reads x
+    reason = _static_f32(sub) or _static_f32(match.root)
+    if reason:
+        return reason
+    rank = _rank(sub)
+    if not 2 <= rank <= 5:
+        return "oneDNN's layer normalization needs rank 2 to 5"
+    channels = int(sub.input_type(0).shape[-1])  # type: ignore[union-attr,index]
+    for m in match.nodes:
+        if m.op_type != "ReduceMean":
+            continue
+        axes = m.attrs.get("axes", m.const(1) if len(m.inputs) > 1 else None)
+        if axes is None or [int(a) % rank for a in np.asarray(axes).reshape(-1)] != [rank - 1]:
+            return "a mean over other axes than the last"
+        if m.attrs.get("keepdims", 1) != 1:
+            return "a mean that drops the axis"
+    if np.asarray(match.constant("eps")).size != 1:
+        return "epsilon is not one number"
+    for name in ("gamma", "beta"):
+        c = match.constant(name) if name in match.bound else None
+        if c is not None and (
+            c.ndim > rank
+            or c.size not in (1, channels)
+            or c.shape[-1:] not in ((), (1,), (channels,))
+        ):
+            return f"{name} varies along other axes than the last"
+    return None
+
+
 def _residual_check(match: Match) -> str | None:
     """The residual operand of the sum is a computed tensor of the conv's output shape."""
     add = match.producer("sum")
@@ -514,6 +565,7 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
         ),
         ("dnnl.dense_bias_relu", op(act_ops, matmul_bias), _members_ok),
         ("dnnl.dense_bias", matmul_bias, _members_ok),
+        ("dnnl.layernorm", _layernorm_spelled(x), _layernorm_check),
         ("dnnl.gelu", _gelu(x), _members_ok),
         ("dnnl.hardswish", _hardswish(x), _members_ok),
         ("dnnl.swish", _swish(x), _members_ok),

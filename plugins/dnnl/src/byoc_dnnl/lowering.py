@@ -108,7 +108,13 @@ class Lowering:
     def composite(self, comp: Composite, members: list[NodeView]) -> None:
         start = len(self.kernels)
         idiom = next((a for a in ("hardswish", "swish", "gelu") if comp.name.endswith(a)), None)
-        if idiom is None:
+        if comp.name == "dnnl.layernorm":
+            b = comp.bound
+            eps = float(np.asarray(self.const(b["eps"])).reshape(-1)[0])
+            x, root = b["x"], members[-1]
+            self._layernorm(x, root.outputs[0], b.get("gamma"), b.get("beta"), eps, root)
+            self.kernels[-1].members = [m.name for m in members]
+        elif idiom is None:
             for m in members:
                 self.node(m)
         else:
@@ -426,19 +432,23 @@ class Lowering:
         self.emit("view", [y2], y, node)
 
     def _LayerNormalization(self, node: NodeView) -> None:
-        x = node.inputs[0]
+        bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+        eps = float(node.attrs.get("epsilon", 1e-5))
+        self._layernorm(node.inputs[0], node.outputs[0], node.inputs[1], bias, eps, node)
+
+    def _layernorm(
+        self, x: str, y: str, scale: str | None, shift: str | None, eps: float, node: NodeView
+    ) -> None:
+        """y = (x - mean) / sqrt(var + eps) * scale + shift over the last axis; the constant
+        scale and shift (ones and zeros when absent) as vectors along it."""
         c = self.shape(x)[-1]
-        scale = self.new_const(node.inputs[1], np.broadcast_to(self.const(node.inputs[1]), (c,)))  # type: ignore[arg-type]
-        bias = None
-        if len(node.inputs) > 2 and node.inputs[2]:
-            bias = self.new_const(node.inputs[2], np.broadcast_to(self.const(node.inputs[2]), (c,)))  # type: ignore[arg-type]
-        self.emit(
-            "layernorm",
-            [x, scale, bias],
-            node.outputs[0],
-            node,
-            epsilon=float(node.attrs.get("epsilon", 1e-5)),
-        )
+        vectors = [
+            self.new_const(f"{y}:{what}", np.broadcast_to(np.reshape(self.const(v), -1), c))
+            if v
+            else self.new_const(f"{y}:{what}", np.full(c, fill))
+            for v, what, fill in ((scale, "scale", 1.0), (shift, "shift", 0.0))
+        ]
+        self.emit("layernorm", [x, *vectors], y, node, epsilon=eps)
 
     def _Concat(self, node: NodeView) -> None:
         y = node.outputs[0]
