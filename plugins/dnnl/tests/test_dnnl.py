@@ -366,6 +366,58 @@ def test_shufflenet_v2_unit_is_one_partition_with_one_shuffle_kernel(mode: dict)
     assert kinds.count("slice") == 4, kinds
 
 
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_zero_pad_before_a_convolution_becomes_its_padding(mode: dict) -> None:
+    """A causal 1-D conv's left Pad (pads as an input, then with axes, opset 18), an
+    asymmetric "same" Pad before a stride-2 conv (EfficientNet's), and a Concat of zeros in
+    front of a dilated conv are the convolutions' own padding: no copy is left."""
+    i64 = np.int64
+    consts = {"w0": rand(8, 4, 3), "w1": rand(8, 8, 3), "w2": rand(8, 8, 3)}
+    consts |= {"p0": np.array([0, 0, 2, 0, 0, 0], i64), "p1": np.array([4, 0], i64)}
+    consts |= {"ax": np.array([-1], i64), "z": np.zeros((1, 8, 3), np.float32)}
+    consts |= {"p2": np.array([0, 1], i64), "w3": rand(8, 8, 3)}
+    nodes = [
+        node("Pad", ["x", "p0"], "xp"),
+        node("Conv", ["xp", "w0"], "h0"),  # causal: 2 on the left
+        node("Relu", ["h0"], "r0"),
+        node("Pad", ["r0", "p1", "", "ax"], "rp"),
+        node("Conv", ["rp", "w1"], "h1", dilations=[2]),
+        node("Concat", ["z", "h1", "z"], "hp", axis=2),
+        node("Conv", ["hp", "w2"], "h2", dilations=[3]),
+        node("Pad", ["h2", "p2", "", "ax"], "h3"),  # "same" for stride 2: one more on the right
+        node("Conv", ["h3", "w3"], "y", strides=[2]),
+    ]
+    model = make_model(nodes, {"x": [1, 4, 24]}, ["y"], consts, opset=18)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    claimed(report, "Pad")
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    assert dnnl_kinds(byoc.compile(model, config)) == ["conv"] * 4
+
+
+def test_pad_that_is_not_a_zero_padding_of_a_convolution_is_a_concat() -> None:
+    """A Pad by another value, or of the channels, or read by something else than a conv, is
+    computed (a Concat of constant blocks); reflect padding and crops are refused with the
+    reason."""
+    i64 = np.int64
+    nodes, consts = conv_stem()
+    consts |= {"pc": np.array([0, 1, 1, 0, 0, 2, 0, 1], i64), "v": np.float32(1.5)}
+    consts |= {"neg": np.array([0, 0, -1, 0, 0, 0, 0, 0], i64), "w1": rand(4, 11, 3, 3)}
+    nodes += [
+        node("Pad", ["h", "pc", "v"], "hp"),  # value 1.5, channels 1 + 2 and rows too
+        node("Conv", ["hp", "w1"], "y"),
+        node("Pad", ["h", "pc"], "r", mode="reflect"),
+        node("Pad", ["h", "neg"], "c"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "r", "c"], consts)
+    config = {**DNNL, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    assert report.plan.decisions["hp"].backend == "dnnl"
+    assert "'reflect' is not supported" in str(report.plan.decisions["r"].refusals)
+    assert "negative pads" in str(report.plan.decisions["c"].refusals)
+    assert dnnl_kinds(byoc.compile(model, config)).count("concat") == 3
+
+
 def test_only_an_exact_channel_shuffle_becomes_a_shuffle_kernel() -> None:
     """A Reshape-Transpose-Reshape that swaps other dims, or whose middle value is also a model
     output, is kept as it is; the shuffle of the convolution's (blocked) output is one kernel."""

@@ -36,8 +36,8 @@ def _static_f32(node: NodeView) -> str | None:
         t = node.input_type(i)
         if t is None or t.dtype is None or t.shape is None:
             return f"the type of input '{name}' is unknown"
-        if node.op_type in (*VIEWS, "Slice", "Split", "Resize") and i > 0:
-            continue  # a view's shape / axes, Slice's indices, Split's sizes, Resize's sizes
+        if node.op_type in (*VIEWS, "Slice", "Split", "Pad", "Resize") and i > 0:
+            continue  # a view's shape / axes, Slice's indices, Split's, Pad's, Resize's sizes
         if node.op_type == "Clip" and i > 0:
             if node.const(i) is None:
                 return "Clip bounds must be constants"
@@ -258,6 +258,37 @@ def _split(node: NodeView) -> str | None:
     return found if isinstance(found, str) else None
 
 
+def pad_amounts(node: NodeView) -> tuple[list[int], list[int], float] | str:
+    """A constant-mode Pad's positions added before and after each axis, and its value; or why
+    it is not claimed."""
+    rank = _rank(node)
+    mode = node.attrs.get("mode", "constant")
+    if mode != "constant":
+        return f"Pad mode {mode!r} is not supported (constant is)"
+    operands: list[Any] = [node.attrs.get("pads"), node.attrs.get("value", 0.0), None]
+    for i in range(1, min(len(node.inputs), 4)):  # opset 11+: pads, value, axes as inputs
+        if node.inputs[i]:
+            operands[i - 1] = node.const(i)
+            if operands[i - 1] is None:
+                return "Pad with pads, value or axes computed at run time is not supported"
+    pads = [int(p) for p in np.asarray(operands[0]).reshape(-1)]
+    given = operands[2]
+    axes = range(rank) if given is None else [int(a) % rank for a in np.asarray(given).reshape(-1)]
+    if len(pads) != 2 * len(axes):
+        return f"Pad has {len(pads)} pads for {len(axes)} axes"
+    if any(p < 0 for p in pads):
+        return "Pad with negative pads (a crop) is not supported"
+    begin, end = [0] * rank, [0] * rank
+    for i, a in enumerate(axes):
+        begin[a], end[a] = pads[i], pads[i + len(axes)]
+    return begin, end, float(np.asarray(operands[1]).reshape(-1)[0])
+
+
+def _pad(node: NodeView) -> str | None:
+    found = pad_amounts(node)
+    return found if isinstance(found, str) else None
+
+
 def _resize(node: NodeView) -> str | None:
     """A Resize oneDNN's resampling computes exactly as ONNX defines it.
 
@@ -399,6 +430,7 @@ _CHECKS: dict[str, Check] = {
     "Transpose": _transpose,
     "Slice": _slice,
     "Split": _split,
+    "Pad": _pad,
     "Resize": _resize,
     **{t: _view for t in VIEWS},
     "Dropout": _dropout,

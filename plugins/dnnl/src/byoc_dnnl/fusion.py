@@ -24,7 +24,7 @@ class Fuser:
         self.outputs = outputs
 
     def run(self, kernels: list[Kernel]) -> list[Kernel]:
-        alive = self._shuffles(kernels)
+        alive = self._zero_pads(self._shuffles(kernels))
         i = 0
         while i < len(alive):
             k = alive[i]
@@ -67,6 +67,42 @@ class Fuser:
             k.attrs = {"groups": split[1]}
             k.members = v.members + t.members + k.members
             gone |= {id(v), id(t)}
+        return [k for k in kernels if id(k) not in gone]
+
+    def _zero_pads(self, kernels: list[Kernel]) -> list[Kernel]:
+        """Zero padding in front of a convolution, a Concat of zero blocks along a spatial axis
+        (a Pad, or as exporters write a causal or dilated 1-D conv's padding), becomes the
+        convolution's own padding instead of a copy."""
+        low = self.low
+        by_out = {k.output: k for k in kernels}
+        reads = Counter(n for k in kernels for n in self._reads(k))
+        gone: set[int] = set()
+        for k in kernels:
+            while k.kind == "conv":
+                cat = by_out.get(k.inputs[0] or "")
+                if cat is None or cat.kind != "concat" or cat.attrs["axis"] < 2:
+                    break
+                ins = [n for n in cat.inputs if n]
+                computed = [i for i, n in enumerate(ins) if low.const(n) is None]
+                blocks = [low.const(n) for n in ins if low.const(n) is not None]
+                if (
+                    len(computed) != 1
+                    or computed[0] > 1
+                    or len(ins) - computed[0] > 2
+                    or any(np.any(b != 0) for b in blocks)  # type: ignore[operator]
+                    or reads[cat.output] != 1
+                    or cat.output in self.outputs
+                ):
+                    break
+                j, axis = computed[0], cat.attrs["axis"]
+                before = low.shape(ins[0])[axis] if j == 1 else 0
+                after = low.shape(ins[-1])[axis] if j == len(ins) - 2 else 0
+                begin, end = list(k.attrs["pads_begin"]), list(k.attrs["pads_end"])
+                begin[axis - 2] += before
+                end[axis - 2] += after
+                k.attrs = {**k.attrs, "pads_begin": begin, "pads_end": end}
+                k.inputs[0], k.members = ins[j], cat.members + k.members
+                gone.add(id(cat))
         return [k for k in kernels if id(k) not in gone]
 
     @staticmethod

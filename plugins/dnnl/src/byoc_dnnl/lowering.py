@@ -10,7 +10,7 @@ import numpy as np
 from byoc import NodeView, Partition
 from byoc.plan import Composite
 
-from byoc_dnnl.annotate import resize_alg, slice_window, split_offsets
+from byoc_dnnl.annotate import pad_amounts, resize_alg, slice_window, split_offsets
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
@@ -499,6 +499,34 @@ class Lowering:
                 self.consts[y] = np.ascontiguousarray(c.take(range(start, start + n), axis))
                 continue
             self.emit("slice", [x], y, node, offsets=offsets, steps=[1] * len(offsets))
+
+    def _Pad(self, node: NodeView) -> None:
+        """A Concat of constant blocks per padded axis (zero padding in front of a convolution
+        becomes its own padding: fusion.Fuser)."""
+        x, y = node.inputs[0], node.outputs[0]
+        found = pad_amounts(node)
+        assert not isinstance(found, str)  # the check refused the node otherwise
+        begin, end, value = found
+        c = self.const(x)
+        if c is not None:  # a padded constant is a constant
+            self.consts[y] = np.pad(c, list(zip(begin, end, strict=True)), constant_values=value)
+            return
+        axes = [a for a in range(len(begin)) if begin[a] or end[a]]
+        if not axes:
+            self.emit("view", [x], y, node)
+            return
+        shape = list(self.shape(x))
+        for a in axes:
+            parts: list[str | None] = []
+            for n in (begin[a], 0, end[a]):
+                block = [*shape[:a], n, *shape[a + 1 :]]
+                parts.append(self.new_const(f"{y}:pad", np.full(block, value)) if n else None)
+            parts[1] = x
+            shape[a] += begin[a] + end[a]
+            self._fresh += 1
+            x = y if a == axes[-1] else f"{y}:pad{self._fresh}"
+            self.shapes[x] = tuple(shape)
+            self.emit("concat", [p for p in parts if p], x, node, axis=a)
 
     def _view(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]
