@@ -207,22 +207,25 @@ def test_lrn_of_even_size_is_refused_with_reason() -> None:
 
 
 def test_inference_dropout_is_claimed_and_training_dropout_is_not() -> None:
-    """Inference-mode Dropout is the identity, so it does not cut a partition in two;
-    Dropout with its mask output or in training mode stays with onnxruntime."""
+    """Inference-mode Dropout is the identity, so it does not cut a partition in two, also
+    with a mask output nothing reads (as old exporters write it); Dropout whose mask is read,
+    or in training mode, stays with onnxruntime."""
     nodes, consts = conv_stem()
     consts |= {"w1": rand(8, 8, 1, 1), "on": np.array(True)}
     nodes += [
-        node("Dropout", ["h"], "d"),
+        node("Dropout", ["h"], ["d", "unused"]),
         node("Conv", ["d", "w1"], "y"),
         node("Dropout", ["y", "", "on"], "t"),
         node("Dropout", ["y"], ["u", "mask"]),
     ]
-    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "t", "u"], consts)
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "t", "u", "mask"], consts)
     plan = byoc.partition(model, DNNL)
     assert plan.decisions["d"].backend == "dnnl"
     assert "training mode" in str(plan.decisions["t"].refusals)
-    assert "mask output" in str(plan.decisions["u"].refusals)
+    assert "mask output that is read" in str(plan.decisions["u"].refusals)
     assert len(plan.partitions) == 1, plan.table()
+    inference = make_model(nodes[:3], {"x": [1, 3, 10, 12]}, ["y"], consts)
+    assert_matches_onnxruntime(inference, DNNL)
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])

@@ -396,9 +396,11 @@ def _view(node: NodeView) -> str | None:
 
 
 def _dropout(node: NodeView) -> str | None:
-    """Inference-mode Dropout is the identity."""
-    if len([o for o in node.outputs if o]) > 1:
-        return "Dropout with a mask output is not supported"
+    """Inference-mode Dropout is the identity; its mask output, which old exporters name, may
+    be there as long as nothing reads it."""
+    g = node.graph
+    if any(m in g.consumers or m in g.outputs for m in node.outputs[1:] if m):
+        return "Dropout with a mask output that is read is not supported"
     if len(node.inputs) > 2 and node.inputs[2]:
         mode = node.const(2)
         if mode is None or bool(mode):
