@@ -247,7 +247,8 @@ def split_offsets(node: NodeView) -> tuple[int, list[int]] | str:
     axis = int(node.attrs.get("axis", 0)) % len(shape)
     if not all(node.outputs):
         return "Split with an unnamed output is not supported"
-    lengths = [int(node.output_type(i).shape[axis]) for i in range(len(node.outputs))]  # type: ignore[union-attr,index]
+    outs = [node.output_type(i).shape for i in range(len(node.outputs))]  # type: ignore[union-attr]
+    lengths = [int(o[axis]) for o in outs]  # type: ignore[index]
     if sum(lengths) != shape[axis]:
         return f"Split outputs of lengths {lengths} do not tile the input's {shape[axis]}"
     return axis, [sum(lengths[:i]) for i in range(len(lengths))]
