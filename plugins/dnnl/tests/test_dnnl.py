@@ -3,13 +3,16 @@ damaged artifacts and bad inputs are refused before native code runs."""
 
 from __future__ import annotations
 
+import json
 import os
+import struct
 import subprocess
 import sys
 import threading
 
 import byoc
 import numpy as np
+import onnx
 import pytest
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
@@ -176,13 +179,16 @@ MODES = [{}, {"backend": {"dnnl": {"codegen": "c"}}}]
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
 def test_pooling_and_lrn_over_a_plain_source_run_channels_last(mode: dict) -> None:
     """A MaxPool or LRN reading the partition's NCHW input would run oneDNN's scalar
-    ``simple_nchw`` or reference kernel (10-100x slower than its jit kernels); it runs on a
+    ``simple_nchw`` or reference kernel (10-100x slower than its jit kernels) where oneDNN
+    has no jit kernel for NCHW (pooling on AVX2; LRN depends on the CPU); it runs on a
     channels-last copy instead, in both codegen modes."""
-    consts = {"w": rand(16, 16, 3, 3)}
+    consts = {"w": rand(16, 32, 3, 3)}
     nodes = [
-        node("MaxPool", ["x"], "p", kernel_shape=[3, 3], strides=[2, 2]),
-        node("LRN", ["p"], "n", size=5, alpha=0.02, beta=0.75, bias=1.5),
-        node("Conv", ["n", "w"], "y", pads=[1, 1, 1, 1]),
+        node("MaxPool", ["x"], "p", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        node("LRN", ["x"], "n0", size=5, alpha=0.02, beta=0.75, bias=1.5),
+        node("MaxPool", ["n0"], "n", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]),
+        node("Concat", ["p", "n"], "pn", axis=1),
+        node("Conv", ["pn", "w"], "y", pads=[1, 1, 1, 1]),
     ]
     model = make_model(nodes, {"x": [1, 16, 21, 21]}, ["y"], consts)
     config = {**DNNL, **mode, "compile": {"placement": "static"}}
@@ -582,12 +588,14 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
     claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
 
 
-def _spelled_layernorm(opset: int, square: str, affine: bool, axis: int = -1) -> tuple:
+def _spelled_layernorm(
+    opset: int, square: str, affine: bool, axis: int = -1, gamma: tuple = (16,)
+) -> onnx.ModelProto:
     """MatMul -> LayerNormalization spelled in basic ops (as exporters before opset 17 write
-    it) -> MatMul, over [2, 6, 16]."""
+    it) -> MatMul, over [2, 16, 16]."""
     i64 = np.int64
     consts = {"w0": rand(16, 16), "w1": rand(16, 8), "two": np.float32(2.0)}
-    consts |= {"eps": np.float32(1e-5), "g": rand(16), "b": rand(1, 16)}
+    consts |= {"eps": np.float32(1e-5), "g": rand(*gamma), "b": rand(1, 16)}
     axes: dict = {"axes": [axis]} if opset < 18 else {}
     extra = ["ax"] if opset >= 18 else []
     if extra:
@@ -607,7 +615,7 @@ def _spelled_layernorm(opset: int, square: str, affine: bool, axis: int = -1) ->
     else:
         nodes += [node("Identity", ["n"], "ln")]
     nodes += [node("MatMul", ["ln", "w1"], "y")]
-    return make_model(nodes, {"x": [2, 6, 16]}, ["y"], consts, opset=opset)
+    return make_model(nodes, {"x": [2, 16, 16]}, ["y"], consts, opset=opset)
 
 
 @pytest.mark.parametrize(
@@ -624,14 +632,23 @@ def test_layernorm_spelled_in_basic_ops_is_one_layernorm_kernel(
     config = {**DNNL, **mode, "compile": {"placement": "static"}}
     report = assert_matches_onnxruntime(model, config)
     assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
-    assert "dnnl.layernorm" in {d.composite for d in report.plan.decisions.values()}
-    assert dnnl_kinds(byoc.compile(model, config)).count("layernorm") == 1
+    ln = {n for n, d in report.plan.decisions.items() if d.composite == "dnnl.layernorm"}
+    assert ln == {"mean", "d", "sq", "var", "ve", "std", "n", *(("ng", "ln") if affine else ())}
+    identity = [] if affine else ["view"]
+    assert dnnl_kinds(byoc.compile(model, config)) == ["matmul", "layernorm", *identity, "matmul"]
 
 
-def test_a_mean_over_another_axis_is_not_a_layernorm() -> None:
+def test_a_mean_or_gamma_along_another_axis_is_not_a_layernorm() -> None:
+    """A mean over another axis is no layer normalization; a gamma of shape (C, 1) varies
+    along axis -2, so the normalization is one but the Mul stays outside it."""
     plan = byoc.partition(_spelled_layernorm(13, "Pow", True, axis=1), DNNL)
     assert "dnnl.layernorm" not in {d.composite for d in plan.decisions.values()}
     assert "other axes than the last" in str(plan.decisions["n"].refusals), plan.decisions["n"]
+    model = _spelled_layernorm(13, "Pow", True, gamma=(16, 1))
+    report = assert_matches_onnxruntime(model, DNNL)
+    decisions = report.plan.decisions
+    assert decisions["n"].composite == "dnnl.layernorm" and decisions["ng"].composite is None
+    assert "gamma varies along other axes" in str(decisions["ln"].refusals)
 
 
 def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:
@@ -965,6 +982,42 @@ def test_damaged_artifacts_raise_artifact_error(compiled: byoc.CompiledModel) ->
     for bad in _damaged(data):
         with pytest.raises(byoc.ArtifactError):
             artifact = plugin.byoc_deserialize(backend="dnnl", data=bad)
+            plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
+def test_views_with_bad_windows_or_groups_are_refused_before_native_code() -> None:
+    """A damaged JSON graph whose slice window leaves its source, whose steps are zero, or
+    whose shuffle groups do not divide the channels raises ArtifactError naming the kernel;
+    nothing reads out of bounds. (In C source mode the C++ must be what the graph generates,
+    which is checked first.)"""
+    i64 = np.int64
+    nodes, consts = conv_stem()
+    consts |= {"split": np.array([1, 2, 4, 10, 12], i64), "back": np.array([1, 8, 10, 12], i64)}
+    consts |= {k: np.array(v, i64) for k, v in [("s", [1]), ("e", [9]), ("a", [2]), ("st", [2])]}
+    nodes += [
+        node("Reshape", ["h", "split"], "g"),
+        node("Transpose", ["g"], "t", perm=[0, 2, 1, 3, 4]),
+        node("Reshape", ["t", "back"], "u"),
+        node("Slice", ["u", "s", "e", "a", "st"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+    step = _dnnl_step(byoc.compile(model, {**DNNL, "compile": {"placement": "static"}}))
+    data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
+    graph = step.artifact.graph
+    kinds = [n.get("kind") for n in graph["nodes"]]
+    damages = [
+        ("shuffle", "groups", 3, "groups do not divide"),  # 8 channels
+        ("slice", "offsets", [0, 0, 6, 0], "window is outside"),  # 6 + 4 * 2 > 10
+        ("slice", "steps", [1, 1, 0, 1], "steps has a value out of range"),
+    ]
+    for kind, key, value, message in damages:
+        bad = json.loads(json.dumps(graph))
+        bad["nodes"][kinds.index(kind)]["attrs"][key] = value
+        text = json.dumps(bad).encode()
+        glen = struct.unpack("<Q", data[12:20])[0]
+        damaged = data[:12] + struct.pack("<Q", len(text)) + text + data[20 + glen :]
+        with pytest.raises(byoc.ArtifactError, match=message):
+            artifact = plugin.byoc_deserialize(backend="dnnl", data=damaged)
             plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 

@@ -63,6 +63,20 @@ def _static_f32(node: NodeView) -> str | None:
     return None
 
 
+def _axes(value: Any, rank: int) -> list[int]:
+    """ONNX axes (negative ones count from the end) as indices in ``range(rank)``."""
+    return [int(a) % rank for a in np.asarray(value).reshape(-1)]
+
+
+def _refusal(found: Any) -> str | None:
+    """A check's reason from a function that returns what it found, or why not (a str)."""
+    return found if isinstance(found, str) else None
+
+
+def _layernorm_rank(rank: int) -> str | None:
+    return None if 2 <= rank <= 5 else "oneDNN's layer normalization needs rank 2 to 5"
+
+
 def _rank(node: NodeView, i: int = 0) -> int:
     t = node.input_type(i)
     return len(t.shape) if t is not None and t.shape is not None else -1
@@ -179,8 +193,8 @@ def _global_pool(node: NodeView) -> str | None:
 
 def _layernorm(node: NodeView) -> str | None:
     rank = _rank(node)
-    if not 2 <= rank <= 5:
-        return "oneDNN's layer normalization needs rank 2 to 5"
+    if _layernorm_rank(rank):
+        return _layernorm_rank(rank)
     axis = node.attrs.get("axis", -1)
     if axis not in (-1, rank - 1):
         return f"LayerNormalization over axis {axis} is not supported (only the last axis)"
@@ -216,11 +230,7 @@ def slice_window(node: NodeView) -> tuple[list[int], list[int]] | str:
             return "Slice without starts"
     starts = [int(v) for v in np.asarray(starts).reshape(-1)]
     rank = len(shape)
-    axes = (
-        list(range(len(starts)))
-        if axes is None
-        else [int(a) % rank for a in np.asarray(axes).reshape(-1)]
-    )
+    axes = list(range(len(starts))) if axes is None else _axes(axes, rank)
     steps = [1] * len(starts) if steps is None else [int(v) for v in np.asarray(steps).reshape(-1)]
     if any(s < 1 for s in steps):
         return "Slice with negative steps is not supported"
@@ -236,8 +246,7 @@ def slice_window(node: NodeView) -> tuple[list[int], list[int]] | str:
 
 
 def _slice(node: NodeView) -> str | None:
-    found = slice_window(node)
-    return found if isinstance(found, str) else None
+    return _refusal(slice_window(node))
 
 
 def split_offsets(node: NodeView) -> tuple[int, list[int]] | str:
@@ -255,8 +264,7 @@ def split_offsets(node: NodeView) -> tuple[int, list[int]] | str:
 
 
 def _split(node: NodeView) -> str | None:
-    found = split_offsets(node)
-    return found if isinstance(found, str) else None
+    return _refusal(split_offsets(node))
 
 
 def pad_amounts(node: NodeView) -> tuple[list[int], list[int], float] | str:
@@ -274,7 +282,7 @@ def pad_amounts(node: NodeView) -> tuple[list[int], list[int], float] | str:
                 return "Pad with pads, value or axes computed at run time is not supported"
     pads = [int(p) for p in np.asarray(operands[0]).reshape(-1)]
     given = operands[2]
-    axes = range(rank) if given is None else [int(a) % rank for a in np.asarray(given).reshape(-1)]
+    axes = range(rank) if given is None else _axes(given, rank)
     if len(pads) != 2 * len(axes):
         return f"Pad has {len(pads)} pads for {len(axes)} axes"
     if any(p < 0 for p in pads):
@@ -286,8 +294,7 @@ def pad_amounts(node: NodeView) -> tuple[list[int], list[int], float] | str:
 
 
 def _pad(node: NodeView) -> str | None:
-    found = pad_amounts(node)
-    return found if isinstance(found, str) else None
+    return _refusal(pad_amounts(node))
 
 
 def _resize(node: NodeView) -> str | None:
@@ -317,7 +324,7 @@ def _resize(node: NodeView) -> str | None:
     scales = [Fraction(o, i) for i, o in zip(*into, strict=True)]
     found = node.const(2) if 2 in given else None
     if found is not None and found.size:  # scales, not sizes: ONNX maps with the given scale
-        axes = [int(x) % rank for x in a.get("axes", range(rank))]
+        axes = _axes(a.get("axes", range(rank)), rank)
         given_scales = found.reshape(-1).tolist()
         if len(given_scales) != len(axes) or not all(v > 0 for v in given_scales):
             return f"Resize scales {given_scales} are not one positive scale per axis"
@@ -354,6 +361,8 @@ def _same_positions(a: dict[str, Any], mode: str, scale: Fraction, i: int, o: in
     }
     if mode == "nearest" and rounding not in rounds:
         return f"Resize with nearest_mode {rounding!r} is not supported"
+    tie = {"round_prefer_floor": half, "round_prefer_ceil": half}.get(rounding, Fraction(0))
+    exact = Fraction(float(np.float32(scale))) == scale
     for x in range(o):
         ours, theirs = (x + half) * i / o - half, to_onnx[how](x)
         if mode == "linear":
@@ -363,18 +372,12 @@ def _same_positions(a: dict[str, Any], mode: str, scale: Fraction, i: int, o: in
             continue
         if (ours - half) % 1 == 0:
             return f"Resize ({how}) rounds a tie in oneDNN, which may round it otherwise"
-        tie = {"round_prefer_floor": half, "round_prefer_ceil": half}.get(rounding, Fraction(0))
-        if (theirs - tie) % 1 == 0 and Fraction(float(np.float32(scale))) != scale:
+        if (theirs - tie) % 1 == 0 and not exact:
             return f"Resize ({how}, {rounding}) rounds a tie at a scale float32 cannot hold"
         picks = (min(max(k, 0), i - 1) for k in (math.floor(ours + half), rounds[rounding](theirs)))
         if len(set(picks)) > 1:
             return f"Resize ({how}, {rounding}) picks other positions than oneDNN"
     return None
-
-
-def resize_alg(node: NodeView) -> str:
-    """oneDNN's resampling algorithm for a Resize ``_resize`` accepts."""
-    return "linear" if node.attrs.get("mode") == "linear" else "nearest"
 
 
 def _concat(node: NodeView) -> str | None:
@@ -435,7 +438,7 @@ _CHECKS: dict[str, Check] = {
     "Split": _split,
     "Pad": _pad,
     "Resize": _resize,
-    **{t: _view for t in VIEWS},
+    **{t: _view for t in VIEWS if t != "Dropout"},
     "Dropout": _dropout,
 }
 
@@ -500,10 +503,11 @@ def _gelu(x: Pattern) -> Pattern:
     return form_a | form_b
 
 
-def _layernorm_spelled(x: Pattern) -> Pattern:
+def _layernorm_spelled(x: Pattern) -> tuple[Pattern, Pattern, Pattern]:
     """LayerNormalization in basic ops, as exporters before opset 17 write it: ``d = x -
-    mean(x)``, ``d / sqrt(mean(d^2) + eps)``, then ``* gamma + beta`` (either or both may be
-    absent). The means are ReduceMeans (axes an attribute, or an input from opset 18)."""
+    mean(x)``, ``d / sqrt(mean(d^2) + eps)``, then ``* gamma + beta``; most specific first:
+    with beta (and gamma, or not), with gamma only, bare. The means are ReduceMeans (axes an
+    attribute, or an input from opset 18)."""
 
     def mean(v: Pattern) -> Pattern:
         return op("ReduceMean", v) | op("ReduceMean", v, const())
@@ -513,7 +517,7 @@ def _layernorm_spelled(x: Pattern) -> Pattern:
     std = op("Sqrt", op("Add", mean(square), const("eps"), commutative=True))
     norm = op("Div", d, std)
     scaled = op("Mul", norm, const("gamma"), commutative=True)
-    return op("Add", scaled | norm, const("beta"), commutative=True) | scaled | norm
+    return op("Add", scaled | norm, const("beta"), commutative=True), scaled, norm
 
 
 def _layernorm_check(match: Match) -> str | None:
@@ -521,18 +525,16 @@ def _layernorm_check(match: Match) -> str | None:
     beta vary along the last axis only (oneDNN's layer_normalization, per-channel scale and
     shift)."""
     sub = match.producer("d")  # reads x
-    reason = _static_f32(sub) or _static_f32(match.root)
-    if reason:
-        return reason
+    reason = _static_f32(sub) or _quantized(sub) or _static_f32(match.root)
     rank = _rank(sub)
-    if not 2 <= rank <= 5:
-        return "oneDNN's layer normalization needs rank 2 to 5"
+    if reason or _layernorm_rank(rank):
+        return reason or _layernorm_rank(rank)
     channels = int(sub.input_type(0).shape[-1])  # type: ignore[union-attr,index]
     for m in match.nodes:
         if m.op_type != "ReduceMean":
             continue
         axes = m.attrs.get("axes", m.const(1) if len(m.inputs) > 1 else None)
-        if axes is None or [int(a) % rank for a in np.asarray(axes).reshape(-1)] != [rank - 1]:
+        if axes is None or _axes(axes, rank) != [rank - 1]:
             return "a mean over other axes than the last"
         if m.attrs.get("keepdims", 1) != 1:
             return "a mean that drops the axis"
@@ -540,11 +542,8 @@ def _layernorm_check(match: Match) -> str | None:
         return "epsilon is not one number"
     for name in ("gamma", "beta"):
         c = match.constant(name) if name in match.bound else None
-        if c is not None and (
-            c.ndim > rank
-            or c.size not in (1, channels)
-            or c.shape[-1:] not in ((), (1,), (channels,))
-        ):
+        along_last = c is not None and (c.size == 1 or c.shape[-1:] == (c.size,) == (channels,))
+        if c is not None and (c.ndim > rank or not along_last):
             return f"{name} varies along other axes than the last"
     return None
 
@@ -600,7 +599,7 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
         ),
         ("dnnl.dense_bias_relu", op(act_ops, matmul_bias), _members_ok),
         ("dnnl.dense_bias", matmul_bias, _members_ok),
-        ("dnnl.layernorm", _layernorm_spelled(x), _layernorm_check),
+        *(("dnnl.layernorm", p, _layernorm_check) for p in _layernorm_spelled(x)),
         ("dnnl.gelu", _gelu(x), _members_ok),
         ("dnnl.hardswish", _hardswish(x), _members_ok),
         ("dnnl.swish", _swish(x), _members_ok),

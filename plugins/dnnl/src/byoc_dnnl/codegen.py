@@ -24,7 +24,6 @@ from byoc_dnnl.fusion import Fuser
 from byoc_dnnl.lowering import Lowering
 
 FORMAT = "byoc-dnnl-json/1"
-FORMAT = "byoc-dnnl-json/1"
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""Fusion: fold per-channel affine ops into kernel weights and fuse followers as post-ops."""
+"""Fusion: rewrite channel shuffles and zero padding, fold per-channel affine ops into kernel
+weights and fuse followers as post-ops."""
 
 from __future__ import annotations
 
@@ -10,13 +11,17 @@ from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering
 
 
 class Fuser:
-    """Folds per-channel affine ops into weights and fuses followers as post-ops.
+    """Rewrites channel shuffles and zero padding, folds per-channel affine ops into weights and
+    fuses followers as post-ops.
 
-    Rules: a follower is fused only when it reads the kernel's output, that output has no other
-    reader and is not a partition output. BatchNormalization and per-channel Mul/Div/Add/Sub by
-    a constant fold into conv/deconv/matmul weights and bias while the kernel has no post-ops;
-    then eltwise ops, per-channel or full-size binary ops and (for convolutions) a residual Add
-    become post-ops. The fused kernel runs where its last member ran.
+    Rules: first, a view -> transpose -> view that is a channel shuffle becomes one shuffle
+    kernel, and a Concat of zero blocks along a spatial axis in front of a convolution becomes
+    its padding (each only when the values it drops have one reader and are not partition
+    outputs). Then a follower is fused only when it reads the kernel's output, that output has
+    no other reader and is not a partition output. BatchNormalization and per-channel
+    Mul/Div/Add/Sub by a constant fold into conv/deconv/matmul weights and bias while the kernel
+    has no post-ops; then eltwise ops, per-channel or full-size binary ops and (for
+    convolutions) a residual Add become post-ops. The fused kernel runs where its last member ran.
     """
 
     def __init__(self, low: Lowering, outputs: set[str]) -> None:
@@ -24,7 +29,9 @@ class Fuser:
         self.outputs = outputs
 
     def run(self, kernels: list[Kernel]) -> list[Kernel]:
-        alive = self._zero_pads(self._shuffles(kernels))
+        by_out = {k.output: k for k in kernels}  # stays right: a shuffle reads what its view read
+        reads = Counter(n for k in kernels for n in self._reads(k))
+        alive = self._zero_pads(self._shuffles(kernels, by_out, reads), by_out, reads)
         i = 0
         while i < len(alive):
             k = alive[i]
@@ -40,13 +47,13 @@ class Fuser:
             i += 1
         return alive
 
-    def _shuffles(self, kernels: list[Kernel]) -> list[Kernel]:
+    def _shuffles(
+        self, kernels: list[Kernel], by_out: dict[str, Kernel], reads: Counter[str]
+    ) -> list[Kernel]:
         """A channel shuffle, view (N, C, ...) -> (N, g, C/g, ...), transpose of dims 1 and 2,
         view back to (N, C, ...), becomes one shuffle kernel: one reorder in the source's layout
         instead of a reorder to plain, a transpose and a reorder back."""
         shape = self.low.shape
-        by_out = {k.output: k for k in kernels}
-        reads = Counter(n for k in kernels for n in self._reads(k))
         gone: set[int] = set()
         for k in kernels:
             t = by_out.get(k.inputs[0] or "") if k.kind == "view" else None
@@ -69,13 +76,13 @@ class Fuser:
             gone |= {id(v), id(t)}
         return [k for k in kernels if id(k) not in gone]
 
-    def _zero_pads(self, kernels: list[Kernel]) -> list[Kernel]:
+    def _zero_pads(
+        self, kernels: list[Kernel], by_out: dict[str, Kernel], reads: Counter[str]
+    ) -> list[Kernel]:
         """Zero padding in front of a convolution, a Concat of zero blocks along a spatial axis
         (a Pad, or as exporters write a causal or dilated 1-D conv's padding), becomes the
         convolution's own padding instead of a copy."""
         low = self.low
-        by_out = {k.output: k for k in kernels}
-        reads = Counter(n for k in kernels for n in self._reads(k))
         gone: set[int] = set()
         for k in kernels:
             while k.kind == "conv":
@@ -101,7 +108,8 @@ class Fuser:
                 begin[axis - 2] += before
                 end[axis - 2] += after
                 k.attrs = {**k.attrs, "pads_begin": begin, "pads_end": end}
-                k.inputs[0], k.members = ins[j], cat.members + k.members
+                k.inputs[0] = ins[j]
+                k.members = list(dict.fromkeys(cat.members + k.members))  # a Pad: 1 per axis
                 gone.add(id(cat))
         return [k for k in kernels if id(k) not in gone]
 

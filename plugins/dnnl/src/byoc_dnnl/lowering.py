@@ -10,7 +10,7 @@ import numpy as np
 from byoc import NodeView, Partition
 from byoc.plan import Composite
 
-from byoc_dnnl.annotate import pad_amounts, resize_alg, slice_window, split_offsets
+from byoc_dnnl.annotate import pad_amounts, slice_window, split_offsets
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
@@ -414,7 +414,8 @@ class Lowering:
         )
 
     def _Resize(self, node: NodeView) -> None:
-        self.emit("resample", [node.inputs[0]], node.outputs[0], node, alg=resize_alg(node))
+        alg = node.attrs.get("mode", "nearest")  # the check accepts nearest and linear only
+        self.emit("resample", [node.inputs[0]], node.outputs[0], node, alg=alg)
 
     def _Softmax(self, node: NodeView) -> None:
         x, y = node.inputs[0], node.outputs[0]
@@ -470,10 +471,23 @@ class Lowering:
         self.emit("transpose", [x], y, node, perm=perm)
 
     def _Slice(self, node: NodeView) -> None:
-        x, y = node.inputs[0], node.outputs[0]
         found = slice_window(node)
         assert not isinstance(found, str)  # the check refused the node otherwise
-        offsets, steps = found
+        self._sliced(node.inputs[0], node.outputs[0], *found, node)
+
+    def _Split(self, node: NodeView) -> None:
+        """Each output is a window of the input."""
+        x = node.inputs[0]
+        found = split_offsets(node)
+        assert not isinstance(found, str)  # the check refused the node otherwise
+        axis, starts = found
+        rank = len(self.shape(x))
+        for y, start in zip(node.outputs, starts, strict=True):
+            offsets = [start if a == axis else 0 for a in range(rank)]
+            self._sliced(x, y, offsets, [1] * rank, node)
+
+    def _sliced(self, x: str, y: str, offsets: list[int], steps: list[int], node: NodeView) -> None:
+        """y[k...] = x[offsets + k * steps...]: a slice kernel, or a constant."""
         c = self.const(x)
         if c is not None:  # a window of a constant is a constant
             window = tuple(
@@ -483,22 +497,6 @@ class Lowering:
             self.consts[y] = np.ascontiguousarray(c[window])
             return
         self.emit("slice", [x], y, node, offsets=offsets, steps=steps)
-
-    def _Split(self, node: NodeView) -> None:
-        """Each output is a window of the input (a slice kernel)."""
-        x = node.inputs[0]
-        found = split_offsets(node)
-        assert not isinstance(found, str)  # the check refused the node otherwise
-        axis, starts = found
-        c = self.const(x)
-        for y, start in zip(node.outputs, starts, strict=True):
-            offsets = [0] * len(self.shape(x))
-            offsets[axis] = start
-            if c is not None:  # a window of a constant is a constant
-                n = self.shape(y)[axis]
-                self.consts[y] = np.ascontiguousarray(c.take(range(start, start + n), axis))
-                continue
-            self.emit("slice", [x], y, node, offsets=offsets, steps=[1] * len(offsets))
 
     def _Pad(self, node: NodeView) -> None:
         """A Concat of constant blocks per padded axis (zero padding in front of a convolution
@@ -537,6 +535,3 @@ class Lowering:
         self.emit("view", [x], y, node)
 
     _Reshape = _Flatten = _Squeeze = _Unsqueeze = _Identity = _Dropout = _view
-
-
-# -- fusion -------------------------------------------------------------------------------------
