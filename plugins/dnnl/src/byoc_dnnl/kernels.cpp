@@ -30,10 +30,11 @@ namespace {
 
 using byoc_dnnl::any;
 using byoc_dnnl::by_name;
+using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
 using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
-using byoc_dnnl::is_reference;
+using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
 using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
@@ -335,7 +336,8 @@ Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const 
              const Dims &strides, const Dims &dilations, const Dims &pads_begin,
              const Dims &pads_end) {
     algorithm pa = by_name(POOL_ALGS, alg, "pooling");
-    auto pd = fast_layout(plain(src.dims), [&](const memory::desc &s) {
+    auto pd = fast_layout(plain(src.dims), channels_last(src.dims),
+                          [&](const memory::desc &s) {
         return pooling_forward::primitive_desc(c.eng, prop_kind::forward_inference, pa, s,
                                                any(dst), strides, kernel, dilations, pads_begin,
                                                pads_end, attr_of(c, false));
@@ -345,7 +347,8 @@ Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const 
 
 Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &src) {
     if (size < 1 || size % 2 == 0) fail("lrn: the size must be odd");
-    auto pd = fast_layout(plain(src.dims), [&](const memory::desc &md) {
+    auto pd = fast_layout(plain(src.dims), channels_last(src.dims),
+                          [&](const memory::desc &md) {
         return lrn_forward::primitive_desc(c.eng, prop_kind::forward_inference,
                                            algorithm::lrn_across_channels, md, md, size, alpha,
                                            beta, k, attr_of(c, false));
@@ -357,7 +360,8 @@ Kernel *resample(Context &c, const char *alg, const In &src, const Dims &dst) {
     algorithm ra = by_name(RESAMPLE_ALGS, alg, "resampling");
     if (dst.size() != src.dims.size() || dst.size() < 3 || dst.size() > 5)
         fail("resample: src and dst need the same rank, 3 to 5");
-    auto pd = fast_layout(plain(src.dims), [&](const memory::desc &s) {
+    auto pd = fast_layout(plain(src.dims), channels_last(src.dims),
+                          [&](const memory::desc &s) {
         return resampling_forward::primitive_desc(c.eng, prop_kind::forward_inference, ra, s,
                                                   any(dst), attr_of(c, false));
     });
@@ -372,15 +376,9 @@ Kernel *softmax(Context &c, int axis, const In &src) {
                                                algorithm::softmax_accurate, md, md, axis,
                                                attr_of(c, false));
     };
-    auto pd = make(plain(d));
-    if (is_reference(pd) && axis + 1 < (int)d.size()) {  // its fast kernel wants axis innermost
-        auto moved = make(innermost(d, axis));
-        if (!is_reference(moved)) pd = moved;
-    }
-    Builder b(c);
-    b.operand(DNNL_ARG_SRC, src, b.slot(src), plain(d), pd.src_desc());
-    b.output(d, pd.dst_desc());
-    return b.finish(softmax_forward(pd), pd);
+    // oneDNN's fast softmax wants the axis innermost: transpose it there (a reorder).
+    auto pd = fast_layout(plain(d), innermost(d, axis), make);
+    return src_dst<softmax_forward>(c, src, d, pd);
 }
 
 Kernel *layernorm(Context &c, float epsilon, const In &src, const In &scale, const In &shift) {
@@ -466,31 +464,13 @@ Kernel *copy_view(Context &c, const In &src, const memory::desc &view, const Dim
 Kernel *slice(Context &c, const Dims &offsets, const Dims &steps, const In &src,
               const Dims &dst) {
     check_window(src.dims, dst, offsets, steps);
-    if (std::all_of(steps.begin(), steps.end(), [](int64_t s) { return s == 1; }))
-        return copy_view(c, src, plain(src.dims).submemory_desc(dst, offsets), dst);
     const ViewPair w = stepped_window(plain(src.dims), plain(dst), offsets, steps);
     return copy_view(c, src, w.src, dst, &w.dst);
 }
 
 Kernel *transpose(Context &c, const Dims &perm, const In &src) {
-    const Dims &in = src.dims;
-    const size_t r = in.size();
-    if (perm.size() != r) fail("transpose: perm and rank differ");
-    Dims strides(r), view(r), out(r);
-    int64_t s = 1;
-    for (int i = (int)r - 1; i >= 0; --i) {
-        strides[i] = s;
-        s *= in[i];
-    }
-    std::vector<bool> seen(r, false);
-    for (size_t j = 0; j < r; ++j) {
-        int64_t p = perm[j];
-        if (p < 0 || p >= (int64_t)r || seen[p]) fail("transpose: perm is not a permutation");
-        seen[p] = true;
-        out[j] = in[p];
-        view[j] = strides[p];
-    }
-    return copy_view(c, src, memory::desc(out, dt::f32, view), out);  // out[j...] = in[perm...]
+    const memory::desc view = permuted(src.dims, perm);
+    return copy_view(c, src, view, view.get_dims());
 }
 
 Kernel *shuffle(Context &c, int64_t groups, const In &src) {

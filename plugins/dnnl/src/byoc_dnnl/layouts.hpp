@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace byoc_dnnl {
 
@@ -50,9 +51,9 @@ inline void check_window(const dnnl::memory::dims &in, const dnnl::memory::dims 
                          const dnnl::memory::dims &offsets, const dnnl::memory::dims &steps) {
     if (out.size() != in.size() || offsets.size() != in.size() || steps.size() != in.size())
         throw std::runtime_error("slice: offsets, steps and ranks differ");
-    for (size_t i = 0; i < in.size(); ++i)
-        if (steps[i] < 1 || offsets[i] < 0 || out[i] < 1 ||
-            offsets[i] + (out[i] - 1) * steps[i] >= in[i])
+    for (size_t i = 0; i < in.size(); ++i)  // the last position, offset + (out - 1) * step < in
+        if (steps[i] < 1 || offsets[i] < 0 || offsets[i] >= in[i] || out[i] < 1 ||
+            (out[i] > 1 && steps[i] > (in[i] - 1 - offsets[i]) / (out[i] - 1)))
             throw std::runtime_error("slice: the window is outside the source");
 }
 
@@ -68,9 +69,14 @@ struct ViewPair {
 // blocks), and `dst` (dense, dims out) is split the same way. The view spans offset / s + out
 // steps, which oneDNN accepts only within the axis (annotate.slice_window refuses a window whose
 // last step overhangs it).
+inline void check_dense(const dnnl::memory::desc &md, const char *what) {
+    if (md.get_format_kind() != dnnl::memory::format_kind::blocked || md.get_inner_nblks() != 0)
+        throw std::runtime_error(std::string(what) + ": needs a layout without inner blocks");
+}
+
 inline ViewPair stepped_window(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
-                                    const dnnl::memory::dims &offsets,
-                                    const dnnl::memory::dims &steps) {
+                               const dnnl::memory::dims &offsets, const dnnl::memory::dims &steps) {
+    check_dense(src, "slice"), check_dense(dst, "slice");
     const dnnl::memory::dims in = src.get_dims(), out = dst.get_dims();
     const dnnl::memory::dims ss = src.get_strides(), ds = dst.get_strides();
     dnnl::memory::dims pd, ps, wd, wo, od, os;
@@ -96,8 +102,11 @@ inline ViewPair stepped_window(const dnnl::memory::desc &src, const dnnl::memory
 // strides (stride, stride * C/g), the destination with (stride * g, stride).
 inline ViewPair shuffled(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
                          int64_t groups) {
+    check_dense(src, "shuffle"), check_dense(dst, "shuffle");
     const dnnl::memory::dims d = src.get_dims(), ss = src.get_strides(), ds = dst.get_strides();
-    if (d.size() < 2 || dst.get_dims() != d || groups < 1 || d[1] % groups != 0)
+    if (d.size() < 2 || dst.get_dims() != d)
+        throw std::runtime_error("shuffle: needs the same dims in and out, with channels");
+    if (groups < 1 || d[1] % groups != 0)
         throw std::runtime_error("shuffle: the groups do not divide the channels");
     const int64_t per = d[1] / groups;
     dnnl::memory::dims split = d, sv = ss, dv = ds;
@@ -121,17 +130,36 @@ inline bool is_slow(const dnnl::primitive_desc_base &pd) {
     return false;
 }
 
-// make(md), or make(channels-last) when oneDNN's kernel for md is slow and for channels-last
-// is not (pooling and LRN over a plain NCHW source). The caller reorders its source to the
-// returned primitive's src_desc().
+// make(md), or make(moved) when oneDNN's kernel for md is slow and for moved is not (pooling,
+// LRN and resampling over a plain NCHW source run channels-last; a softmax over an outer axis
+// runs with that axis innermost). The caller reorders its source to the returned primitive's
+// src_desc().
 template <class Make>
-auto fast_layout(const dnnl::memory::desc &md, Make make) {
+auto fast_layout(const dnnl::memory::desc &md, const dnnl::memory::desc &moved, Make make) {
     auto pd = make(md);
-    if (is_slow(pd)) {
-        auto moved = make(channels_last(md.get_dims()));
-        if (!is_slow(moved)) return moved;
+    if (is_slow(pd) && moved != md) {
+        auto other = make(moved);
+        if (!is_slow(other)) return other;
     }
     return pd;
+}
+
+// out[j...] = in[perm[j]...] as a strided view of a plain source of dims `in` (dims in perm's
+// order, strides of the source's dims).
+inline dnnl::memory::desc permuted(const dnnl::memory::dims &in, const dnnl::memory::dims &perm) {
+    const size_t r = in.size();
+    if (perm.size() != r) throw std::runtime_error("transpose: perm and rank differ");
+    const dnnl::memory::dims strides = plain(in).get_strides();
+    dnnl::memory::dims out(r), view(r);
+    std::vector<bool> seen(r, false);
+    for (size_t j = 0; j < r; ++j) {
+        const int64_t p = perm[j];
+        if (p < 0 || p >= (int64_t)r || seen[p])
+            throw std::runtime_error("transpose: perm is not a permutation");
+        seen[p] = true;
+        out[j] = in[p], view[j] = strides[p];
+    }
+    return dnnl::memory::desc(out, dnnl::memory::data_type::f32, view);
 }
 
 // The algorithm with this id (its row + 1: what Python sends the shim).

@@ -41,6 +41,7 @@ using byoc_dnnl::check_window;
 using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
 using byoc_dnnl::is_reference;
+using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
 using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
@@ -536,7 +537,8 @@ void lower_pool(Net &n, const Op &op) {
     algorithm alg = by_id(POOL_ALGS, op.ip[0], "pooling");
     dims_t kernel = take(op.ip, at, k), strides = take(op.ip, at, k), dil = take(op.ip, at, k),
            pl = take(op.ip, at, k), pr = take(op.ip, at, k);
-    auto pd = fast_layout(n.values[a].md, [&](const memory::desc &src) {
+    const memory::desc &md = n.values[a].md;
+    auto pd = fast_layout(md, channels_last(sd), [&](const memory::desc &src) {
         return pooling_forward::primitive_desc(n.eng, prop_kind::forward_inference, alg, src,
                                                any(n.values[op.out].dims), strides, kernel, dil,
                                                pl, pr, plain_attr());
@@ -551,7 +553,7 @@ void lower_lrn(Net &n, const Op &op) {
     const dims_t d = n.values[a].dims;
     if (d.size() < 3 || d.size() > 5 || d != n.values[op.out].dims) fail("lrn: bad shape");
     if (op.ip[0] < 1 || op.ip[0] % 2 == 0) fail("lrn: the size must be odd");
-    auto pd = fast_layout(n.values[a].md, [&](const memory::desc &md) {
+    auto pd = fast_layout(n.values[a].md, channels_last(d), [&](const memory::desc &md) {
         return lrn_forward::primitive_desc(n.eng, prop_kind::forward_inference,
                                            algorithm::lrn_across_channels, md, md, op.ip[0],
                                            op.fp[0], op.fp[1], op.fp[2], plain_attr());
@@ -568,7 +570,8 @@ void lower_resample(Net &n, const Op &op) {
         sd[1] != dd[1])
         fail("resample: bad shape");
     algorithm alg = by_id(RESAMPLE_ALGS, op.ip[0], "resampling");
-    auto pd = fast_layout(n.values[a].md, [&](const memory::desc &src) {
+    const memory::desc &md = n.values[a].md;
+    auto pd = fast_layout(md, channels_last(sd), [&](const memory::desc &src) {
         return resampling_forward::primitive_desc(n.eng, prop_kind::forward_inference, alg, src,
                                                   any(dd), plain_attr());
     });
@@ -588,16 +591,9 @@ void lower_softmax(Net &n, const Op &op) {
                                                algorithm::softmax_accurate, md, md, (int)axis,
                                                plain_attr());
     };
-    auto pd = make(plain(d));
-    if (is_reference(pd) && axis + 1 < (int64_t)d.size()) {
-        // oneDNN's fast softmax wants the axis innermost: transpose it there (a reorder).
-        auto moved = make(innermost(d, (int)axis));
-        if (!is_reference(moved)) pd = moved;
-    }
-    a = ensure_md(n, a, pd.src_desc());
-    set_out(n, op.out, pd.dst_desc());
-    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, softmax_forward(pd), {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}});
+    // oneDNN's fast softmax wants the axis innermost: transpose it there (a reorder).
+    auto pd = fast_layout(plain(d), innermost(d, (int)axis), make);
+    push_src_dst<softmax_forward>(n, a, op.out, pd);
 }
 
 void lower_layernorm(Net &n, const Op &op) {
@@ -720,11 +716,8 @@ void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::d
         to = new_value(n, through->get_dims(), *through);
         n.values[to].alias_of = out;
     }
-    Step st;
-    st.prim = reorder(reorder::primitive_desc(n.eng, view, n.eng, n.values[to].md));
-    st.has_prim = true;
-    st.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, to}};
-    n.steps.push_back(st);
+    push(n, reorder(reorder::primitive_desc(n.eng, view, n.eng, n.values[to].md)),
+         {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, to}});
 }
 
 // out[j...] = in[perm...]: a strided view of the input in the output's order, reordered
@@ -733,25 +726,10 @@ void lower_transpose(Net &n, const Op &op) {
     if (op.ins.size() != 1) fail("bad transpose op");
     check_value(n, op.ins[0], "transpose src");
     int a = ensure_plain(n, op.ins[0]);
-    const dims_t in = n.values[a].dims;
+    const memory::desc view = permuted(n.values[a].dims, op.ip);
     const dims_t out = n.values[op.out].dims;
-    const size_t r = in.size();
-    if (op.ip.size() != r || out.size() != r) fail("transpose: perm and ranks differ");
-    dims_t strides(r), view(r);
-    int64_t s = 1;
-    for (int i = (int)r - 1; i >= 0; --i) {
-        strides[i] = s;
-        s *= in[i];
-    }
-    std::vector<bool> seen(r, false);
-    for (size_t j = 0; j < r; ++j) {
-        int64_t p = op.ip[j];
-        if (p < 0 || p >= (int64_t)r || seen[p] || out[j] != in[p])
-            fail("transpose: perm is not a permutation that gives the output's shape");
-        seen[p] = true;
-        view[j] = strides[p];
-    }
-    copy_view(n, a, memory::desc(out, dt::f32, view), op.out, plain(out));
+    if (view.get_dims() != out) fail("transpose: perm does not give the output's shape");
+    copy_view(n, a, view, op.out, plain(out));
 }
 
 // Dense float32 of dims d, with md's order of dims when md has no inner blocks (a window of an
@@ -785,7 +763,7 @@ void lower_slice(Net &n, const Op &op) {
     const dims_t offsets(op.ip.begin(), op.ip.begin() + r), steps(op.ip.begin() + r, op.ip.end());
     check_window(in, out, offsets, steps);
     if (std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s != 1; })) {
-        if (n.values[a].md.get_inner_nblks() != 0) a = ensure_plain(n, a);
+        if (n.values[a].md.get_inner_nblks() != 0) a = ensure_md(n, a, channels_last(in));
         const memory::desc md = dense_like(n.values[a].md, out);
         const ViewPair w = stepped_window(n.values[a].md, md, offsets, steps);
         copy_view(n, a, w.src, op.out, md, &w.dst);
