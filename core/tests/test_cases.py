@@ -10,7 +10,7 @@ import byoc
 import numpy as np
 import pytest
 from byoc.testing import assert_matches_onnxruntime
-from byoc.testing.build import make_model, node
+from byoc.testing.build import diamond, make_model, node
 from onnx import helper
 
 S = [10, 10]
@@ -31,17 +31,7 @@ def parts(plan: dict) -> list[tuple[list[str], list[str], list[str]]]:
 
 
 def test_diamond_does_not_make_a_cycle():
-    model = make_model(
-        [
-            node("Abs", ["data"], "abs1"),
-            node("Relu", ["abs1"], "relu1"),
-            node("Tanh", ["abs1"], "tanh1"),
-            node("Add", ["relu1", "tanh1"], "add1"),
-        ],
-        {"data": S},
-        ["add1"],
-    )
-    plan = plan_json(model, cfg("Abs", "Relu", "Add"))
+    plan = plan_json(diamond(), cfg("Abs", "Relu", "Add"))
     assert [p["nodes"] for p in plan["partitions"]] == [["abs1", "relu1"], ["add1"]]
     assert plan["fallback_nodes"] == ["tanh1"]
     assert [p["name"] for p in plan["partitions"]] == ["examplejson_0", "examplejson_1"]

@@ -8,8 +8,7 @@ import sys
 
 import numpy as np
 import onnx
-from byoc.testing import build
-from byoc.testing.build import make_model, node
+from byoc.testing.build import diamond, make_model, node
 
 
 def byoc_cli(*args, cwd=None):
@@ -22,8 +21,8 @@ def byoc_cli(*args, cwd=None):
     )
 
 
-def diamond(tmp_path):
-    model = build.diamond()
+def diamond_files(tmp_path):
+    model = diamond()
     path = tmp_path / "diamond.onnx"
     onnx.save(model, path)
     cfg = tmp_path / "byoc.toml"
@@ -35,7 +34,7 @@ def diamond(tmp_path):
 
 
 def test_partition_json_is_the_designed_object(tmp_path):
-    model, cfg = diamond(tmp_path)
+    model, cfg = diamond_files(tmp_path)
     done = byoc_cli("partition", model, "-c", cfg, "--json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {
@@ -60,7 +59,7 @@ def test_partition_json_is_the_designed_object(tmp_path):
 
 
 def test_partition_table(tmp_path):
-    model, cfg = diamond(tmp_path)
+    model, cfg = diamond_files(tmp_path)
     done = byoc_cli("partition", model, "-c", cfg)
     assert done.returncode == 0
     assert "examplejson_0" in done.stdout and "onnxruntime_0" in done.stdout
@@ -68,7 +67,7 @@ def test_partition_table(tmp_path):
 
 
 def test_compare_passes_and_reports_json(tmp_path):
-    model, cfg = diamond(tmp_path)
+    model, cfg = diamond_files(tmp_path)
     done = byoc_cli("compare", model, "-c", cfg, "--json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
@@ -77,7 +76,7 @@ def test_compare_passes_and_reports_json(tmp_path):
 
 
 def test_compare_exits_1_on_mismatch(tmp_path):
-    model, cfg = diamond(tmp_path)
+    model, cfg = diamond_files(tmp_path)
     cfg.write_text(cfg.read_text() + "[compare]\nrtol = -1.0\natol = -1.0\n")
     done = byoc_cli("compare", model, "-c", cfg)
     assert done.returncode == 1
@@ -85,7 +84,7 @@ def test_compare_exits_1_on_mismatch(tmp_path):
 
 
 def test_compare_with_input_files_and_run_saves_outputs(tmp_path):
-    model, cfg = diamond(tmp_path)
+    model, cfg = diamond_files(tmp_path)
     data = np.linspace(-1, 1, 100, dtype=np.float32).reshape(10, 10)
     np.save(tmp_path / "data.npy", data)
     assert (
@@ -101,7 +100,7 @@ def test_compare_with_input_files_and_run_saves_outputs(tmp_path):
 
 
 def test_errors_are_one_line_and_exit_2(tmp_path):
-    model, _ = diamond(tmp_path)
+    model, _ = diamond_files(tmp_path)
     np.save(tmp_path / "bad.npy", np.zeros((3, 3), np.float32))
     for args, words in [
         (("partition", tmp_path / "missing.onnx"), "does not exist"),
@@ -139,7 +138,7 @@ def test_backends_json_lists_examplejson_and_the_fallback():
 
 
 def test_compile_dump_dir_writes_each_partition_source(tmp_path):
-    model, cfg = diamond(tmp_path)
+    model, cfg = diamond_files(tmp_path)
     done = byoc_cli("compile", model, "-c", cfg, "--dump-dir", tmp_path / "src")
     assert done.returncode == 0, done.stderr
     files = sorted(p.name for p in (tmp_path / "src").iterdir())

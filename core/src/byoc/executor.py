@@ -7,6 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import onnx
+
 from byoc import plugins
 from byoc.compiled import CompiledModel, Step
 from byoc.config import Config, load_config
@@ -44,6 +46,7 @@ def build(
     progress: ProgressFn | None = None,
     reuse: Callable[[Partition], tuple[Any, Any] | None] | None = None,
     registry: Registry | None = None,
+    variants: Callable[[onnx.ModelProto, Config], CompiledModel] | None = None,
 ) -> CompiledModel:
     """Run codegen and create a runtime for every unit of a plan, as the plan says (no
     measured placement: ``byoc.compile`` does that).
@@ -51,6 +54,8 @@ def build(
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled.
     ``reuse(unit)`` may give an ``(artifact, runtime)`` already made for an identical unit.
     ``registry``: the plugins to use (default: the plan's, else ``byoc.registry()``).
+    ``variants(source, config)`` compiles the model for other input shapes when ``[shapes]``
+    fixed them (default: partition and build; ``byoc.compile`` passes itself).
     """
     cfg = load_config(config if config is not None else plan.config)
     reg = registry or plan.registry or plugins.registry()
@@ -77,7 +82,9 @@ def build(
         backend_configs={n: t for n, t in tables.items() if n in used},
         registry=reg,
         shapes=Specializations.create(
-            plan.source, cfg, lambda source, c: build(partition(source, c, registry=reg), c)
+            plan.source,
+            cfg,
+            variants or (lambda source, c: build(partition(source, c, registry=reg), c)),
         ),
     )
 

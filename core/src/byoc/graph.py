@@ -198,7 +198,9 @@ class NodeView:
         return self.graph.constant(names[i]) if i < len(names) and names[i] else None
 
     def producer_types(self) -> list[str | None]:
-        """The op type producing each input (None for graph inputs, weights, absent inputs)."""
+        """The op type producing each input: None for graph inputs, initializers and absent
+        inputs; a weight made by a node (Constant, Cast or DequantizeLinear of an initializer)
+        gives that node's op type."""
         found = (self.graph.producer.get(n) if n else None for n in self.proto.input)
         return [None if i is None else self.graph.nodes[i].op_type for i in found]
 

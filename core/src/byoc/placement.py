@@ -51,7 +51,6 @@ from byoc.pipeline import ConfigLike, ModelLike, as_read, partition, resolve_bac
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
-from byoc.shapes import Specializations
 from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
@@ -78,21 +77,22 @@ def compile(
     reg = registry or plugins.registry()
     plan = partition(model, cfg, registry=reg)
     source = plan.source if plan.source is not None else model  # the model read once
+
+    def variants(other: onnx.ModelProto, c: Config) -> CompiledModel:
+        return compile(other, c, registry=reg)  # the same placement for other input shapes
+
     vetoes: dict[str, dict[str, str]] = {}
     while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
         try:
             if cfg.compile["placement"] != "measured":
-                compiled = build(plan, cfg, progress=progress)
+                compiled = build(plan, cfg, progress=progress, variants=variants)
                 plan.placement = Placement("static")
             else:
-                compiled = _Placer(plan, cfg, progress, vetoes).place(inputs)
+                compiled = _Placer(plan, cfg, progress, vetoes, variants).place(inputs)
             break
         except NodesRefused as exc:
             refuse(vetoes, exc)
             plan = partition(source, cfg, vetoes=vetoes, registry=reg)
-    compiled._shapes = Specializations.create(
-        plan.source, cfg, lambda source, c: compile(source, c, registry=reg)
-    )
     return compiled
 
 
@@ -114,8 +114,10 @@ class _Placer:
         cfg: Config,
         progress: ProgressFn | None,
         vetoes: dict[str, dict[str, str]] | None = None,
+        variants: Callable[[onnx.ModelProto, Config], CompiledModel] | None = None,
     ) -> None:
         self.cfg = cfg
+        self.variants = variants
         self.plan = plan
         self.source = plan.source if plan.source is not None else plan.model
         self.progress = progress
@@ -161,7 +163,9 @@ class _Placer:
                 for node in m.nodes:
                     self.vetoes.setdefault(node, {})[m.backend] = m.summary()
             self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
-        compiled = build(self.plan, self.cfg, progress=self.progress, reuse=self._reuse)
+        compiled = build(
+            self.plan, self.cfg, progress=self.progress, reuse=self._reuse, variants=self.variants
+        )
         self.built.clear()
         placement = Placement("measured", list(measured.values()))
         compiled.plan.placement = placement  # type: ignore[union-attr]
@@ -295,11 +299,11 @@ class _Placer:
             self.vetoes[node] = dict.fromkeys(self.tables, reason)
         plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
         plan.placement = placement
-        return build(plan, self.cfg)
+        return build(plan, self.cfg, variants=self.variants)
 
     def _static(self, note: str) -> CompiledModel:
         warnings.warn(f"measured placement: {note}", stacklevel=4)
-        compiled = build(self.plan, self.cfg, progress=self.progress)
+        compiled = build(self.plan, self.cfg, progress=self.progress, variants=self.variants)
         self.plan.placement = Placement("static", note=note)
         return compiled
 
@@ -370,7 +374,7 @@ def time_blocks(
     return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3, worst
 
 
-def session_call_ms(config: Mapping[str, Any], reg: Any = None) -> float:
+def session_call_ms(config: Mapping[str, Any], reg: Registry | None = None) -> float:
     """Median milliseconds of one call of an onnxruntime session that does nothing (an
     Identity on one float): the fixed cost every onnxruntime unit of a plan pays."""
     x = onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1])

@@ -5,11 +5,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import onnx
 
 from byoc.graph import Graph, NodeView
+
+if TYPE_CHECKING:
+    from byoc.plugins import Registry
 
 FALLBACK = "onnxruntime"
 
@@ -161,7 +164,7 @@ class Plan:
     config: Any = None
     source: onnx.ModelProto | None = None  # the model as read: declared input types, no [shapes]
     placement: Placement | None = None  # set by byoc.compile: what measured placement found
-    registry: Any = field(default=None, repr=False)  # the byoc.Registry that partitioned it
+    registry: Registry | None = field(default=None, repr=False)  # the plugins that partitioned it
 
     def to_json(self) -> dict[str, Any]:
         """The plan as in DESIGN.md: ``partitions`` and ``fallback_nodes``; after measured

@@ -72,7 +72,8 @@ class Registry:
     ``byoc.registry()`` is the process-wide one, built from the installed entry points. Build
     your own to choose plugins without touching the process (``Registry(only=[])`` has the
     onnxruntime fallback alone; ``add`` registers a plugin object) and pass it as
-    ``registry=`` to ``byoc.partition``, ``compile``, ``compare`` and ``load``.
+    ``registry=`` to ``byoc.partition``, ``compile``, ``compare``, ``build``, ``load`` and
+    ``load_module``.
     """
 
     def __init__(self, only: list[str] | None = None) -> None:

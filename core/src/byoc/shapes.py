@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 import onnx
 
 from byoc.config import Config
-from byoc.graph import Graph, TensorType
+from byoc.graph import TensorType, tensor_type
 from byoc.inputs import check_inputs
 
 if TYPE_CHECKING:
@@ -49,8 +49,12 @@ class Specializations:
         self.config = config
         self.size = size
         self._build = build
-        graph = Graph(source)
-        self.declared: dict[str, TensorType | None] = {n: graph.type_of(n) for n in graph.inputs}
+        weights = {t.name for t in source.graph.initializer}
+        self.declared: dict[str, TensorType | None] = {
+            v.name: tensor_type(v.type) if v.type.ByteSize() else None
+            for v in source.graph.input
+            if v.name not in weights
+        }
         self._cache: OrderedDict[ShapeKey, CompiledModel] = OrderedDict()
         self._lock = threading.Lock()
 
