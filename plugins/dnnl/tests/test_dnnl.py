@@ -671,8 +671,8 @@ def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:
 
 def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
     """onnxruntime fuses DequantizeLinear -> op -> QuantizeLinear into int8 kernels: dnnl
-    refuses a node that reads a DequantizeLinear. A partition left with no Conv, MatMul or
-    Gemm (here a lone Softmax) goes back too, saying why."""
+    refuses a node that reads a DequantizeLinear. A partition left with no layer with weights
+    (here a lone Softmax) goes back too, saying why."""
     scale, zero = np.float32(0.05), np.uint8(128)
     nodes = [
         *conv_stem()[0],
@@ -696,9 +696,29 @@ def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
     )
     assert decisions["y"].backend == "onnxruntime"
     assert any(
-        r.startswith("pruned: no Conv, ConvTranspose, MatMul or Gemm")
-        for _, r in decisions["y"].refusals
+        r.startswith("pruned: no layer with constant weights") for _, r in decisions["y"].refusals
     )
+
+
+def test_attention_without_weights_stays_with_onnxruntime() -> None:
+    """Attention's scores and weighted sum multiply two activations: a partition with no other
+    MatMul goes back to onnxruntime (a dynamically quantized MiniLM leaves exactly this between
+    its MatMulIntegers); one MatMul by a constant weight keeps it on dnnl."""
+    shapes = {"q": [1, 2, 8, 4], "k": [1, 2, 4, 8], "v": [1, 2, 8, 4]}
+    attention = [
+        node("MatMul", ["q", "k"], "s"),
+        node("Mul", ["s", "scale"], "t"),
+        node("Softmax", ["t"], "p", axis=-1),
+        node("MatMul", ["p", "v"], "a"),
+    ]
+    consts = {"scale": np.float32(0.5), "w": np.ones((4, 3), np.float32) / 4}
+    alone = make_model(attention, shapes, ["a"], consts)
+    decisions = assert_matches_onnxruntime(alone, DNNL).plan.decisions
+    assert {d.backend for d in decisions.values()} == {"onnxruntime"}
+    assert any(r.startswith("pruned: no layer") for _, r in decisions["s"].refusals)
+    dense = make_model([*attention, node("MatMul", ["a", "w"], "y")], shapes, ["y"], consts)
+    decisions = assert_matches_onnxruntime(dense, DNNL).plan.decisions
+    assert {d.backend for d in decisions.values()} == {"dnnl"}
 
 
 def avx2() -> bool:

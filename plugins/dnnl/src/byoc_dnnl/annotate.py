@@ -21,11 +21,21 @@ Check = Callable[[NodeView], str | None]
 ELTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Erf")
 BINARY = ("Add", "Sub", "Mul", "Div")
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
-# The ops oneDNN runs faster than onnxruntime. A partition without one of them only moves
-# memory-bound work (pooling, normalization, softmax, elementwise ops) that onnxruntime does as
-# well, and pays for its boundary reorders and the onnxruntime fusions it cuts (a quantized
-# MiniLM's embedding Add-Add-LayerNormalization alone on dnnl made it 1.12x slower).
-COMPUTE = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm"})
+
+
+def weighted(node: NodeView) -> bool:
+    """A layer with constant weights, the work oneDNN runs faster than onnxruntime: its weights
+    are reordered once into a blocked layout and its bias and activation fused.
+
+    A partition without one only moves memory-bound work (pooling, normalization, softmax,
+    elementwise ops) or products of two activations (attention's scores), which onnxruntime
+    does as well; it would pay for its boundary reorders and the onnxruntime fusions it cuts (a
+    quantized MiniLM's attention blocks on dnnl made it 1.23x slower; its embedding
+    Add-Add-LayerNormalization alone, 1.12x).
+    """
+    if node.op_type in ("Conv", "ConvTranspose"):
+        return True
+    return node.op_type in ("MatMul", "Gemm") and any(node.const(i) is not None for i in (0, 1))
 
 
 def _static_f32(node: NodeView) -> str | None:

@@ -32,8 +32,11 @@ def _available() -> str | None:
 
 
 def _prune(nodes: list[NodeView]) -> str | None:
-    if not any(n.op_type in annotate.COMPUTE for n in nodes):
-        return "no Conv, ConvTranspose, MatMul or Gemm: onnxruntime runs memory-bound ops as fast"
+    if not any(annotate.weighted(n) for n in nodes):
+        return (
+            "no layer with constant weights (Conv, ConvTranspose, MatMul or Gemm): onnxruntime "
+            "runs memory-bound ops and products of two activations as fast"
+        )
     return None
 
 
