@@ -404,6 +404,52 @@ def test_zero_pad_before_a_convolution_becomes_its_padding(mode: dict) -> None:
     assert dnnl_kinds(byoc.compile(model, config)) == ["conv"] * 4
 
 
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_reduce_over_the_spatial_axes_is_a_global_pooling(mode: dict) -> None:
+    """Squeeze-excite as Paddle exports it (PP-OCRv6): ReduceMean over axes 2 and 3 with
+    keepdims, then 1x1 convs; also without keepdims (a view of the pooled result), ReduceMax,
+    axes as an input (opset 18) and a 1-D signal. One partition, pooling kernels."""
+    i64 = np.int64
+    nodes, consts = conv_stem()
+    consts |= {"w1": rand(4, 8, 1, 1), "w2": rand(8, 4, 1, 1), "sp": np.array([-1, 2], i64)}
+    consts |= {"w3": rand(8, 5), "w4": rand(6, 8, 3), "ax": np.array([2], i64)}
+    nodes += [
+        node("ReduceMean", ["h", "sp"], "m"),  # axes [3, 2] as an input
+        node("Conv", ["m", "w1"], "s1"),
+        node("Relu", ["s1"], "s2"),
+        node("Conv", ["s2", "w2"], "s3"),
+        node("Sigmoid", ["s3"], "s4"),
+        node("Mul", ["h", "s4"], "se"),
+        node("ReduceMax", ["se", "sp"], "g", keepdims=0),  # (1, 8)
+        node("Reshape", ["se", "shape"], "seq"),  # (1, 8, 120): a 1-D signal
+        node("Conv", ["seq", "w4"], "c1"),
+        node("ReduceMean", ["c1", "ax"], "y1", keepdims=0),  # (1, 6)
+        node("MatMul", ["g", "w3"], "y0"),
+    ]
+    consts["shape"] = np.array([1, 8, 120], i64)
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y0", "y1"], consts, opset=18)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    claimed(report, "ReduceMean")
+    claimed(report, "ReduceMax")
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    assert dnnl_kinds(byoc.compile(model, config)).count("pool") == 3
+
+
+def test_reduce_over_other_axes_is_refused_with_reason() -> None:
+    """A mean over the channels, or over the spatial axes and the channels, is no global
+    pooling: onnxruntime computes it, and byoc explain says why."""
+    i64 = np.int64
+    nodes, consts = conv_stem()
+    consts |= {"c": np.array([1], i64), "all": np.array([1, 2, 3], i64)}
+    nodes += [node("ReduceMean", ["h", "c"], "y"), node("ReduceMax", ["h", "all"], "z")]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "z"], consts, opset=18)
+    decisions = assert_matches_onnxruntime(model, DNNL).plan.decisions
+    for name in ("y", "z"):
+        assert decisions[name].backend == "onnxruntime"
+        assert any("other axes than all the spatial ones" in r for _, r in decisions[name].refusals)
+
+
 def test_pad_that_is_not_a_zero_padding_of_a_convolution_is_a_concat() -> None:
     """A Pad by another value, or of the channels, or read by something else than a conv, is
     computed (a Concat of constant blocks); reflect padding and crops are refused with the

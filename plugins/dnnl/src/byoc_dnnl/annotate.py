@@ -21,6 +21,7 @@ Check = Callable[[NodeView], str | None]
 ELTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Erf")
 BINARY = ("Add", "Sub", "Mul", "Div")
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
+REDUCE = ("ReduceMean", "ReduceMax")  # over the spatial axes: global pooling
 
 
 def weighted(node: NodeView) -> bool:
@@ -46,8 +47,8 @@ def _static_f32(node: NodeView) -> str | None:
         t = node.input_type(i)
         if t is None or t.dtype is None or t.shape is None:
             return f"the type of input '{name}' is unknown"
-        if node.op_type in (*VIEWS, "Slice", "Split", "Pad", "Resize") and i > 0:
-            continue  # a view's shape / axes, Slice's indices, Split's, Pad's, Resize's sizes
+        if node.op_type in (*VIEWS, *REDUCE, "Slice", "Split", "Pad", "Resize") and i > 0:
+            continue  # shapes, axes, Slice's indices, Split's, Pad's, Resize's sizes: int64
         if node.op_type == "Clip" and i > 0:
             if node.const(i) is None:
                 return "Clip bounds must be constants"
@@ -199,6 +200,20 @@ def _pool(node: NodeView) -> str | None:
 
 def _global_pool(node: NodeView) -> str | None:
     return None if 3 <= _rank(node) <= 5 else "global pooling needs rank 3 to 5"
+
+
+def _reduce(node: NodeView) -> str | None:
+    """A mean or max over every spatial axis (2 and on) is a global pooling: squeeze-excite
+    blocks exported from Paddle or TensorFlow spell GlobalAveragePool this way."""
+    rank = _rank(node)
+    axes = node.attrs.get("axes")
+    if axes is None and len(node.inputs) > 1 and node.inputs[1]:  # opset 18: an input
+        axes = node.const(1)
+        if axes is None:
+            return f"{node.op_type} with axes computed at run time is not supported"
+    if not 3 <= rank <= 5 or axes is None or sorted(_axes(axes, rank)) != list(range(2, rank)):
+        return f"{node.op_type} over other axes than all the spatial ones (of rank 3 to 5)"
+    return None
 
 
 def _layernorm(node: NodeView) -> str | None:
@@ -439,6 +454,7 @@ _CHECKS: dict[str, Check] = {
     "AveragePool": _pool,
     "GlobalAveragePool": _global_pool,
     "GlobalMaxPool": _global_pool,
+    **{t: _reduce for t in REDUCE},
     "Softmax": _ok,
     "LRN": _lrn,
     "LayerNormalization": _layernorm,

@@ -361,9 +361,11 @@ class Lowering:
     def _Div(self, node: NodeView) -> None:
         self._binary(node, "div")
 
-    def _pool(self, node: NodeView, alg: str, kernel: list[int] | None = None) -> None:
+    def _pool(
+        self, node: NodeView, alg: str, kernel: list[int] | None = None, y: str | None = None
+    ) -> None:
         a = node.attrs
-        x, y = node.inputs[0], node.outputs[0]
+        x, y = node.inputs[0], y or node.outputs[0]
         xs, ys = self.shape(x)[2:], self.shape(y)[2:]
         nd = len(xs)
         k = kernel or list(a["kernel_shape"])
@@ -399,6 +401,25 @@ class Lowering:
 
     def _GlobalMaxPool(self, node: NodeView) -> None:
         self._pool(node, "max", list(self.shape(node.inputs[0])[2:]))
+
+    def _reduce(self, node: NodeView, alg: str) -> None:
+        """A Reduce over every spatial axis (annotate checked) is a global pooling; without
+        keepdims, a view of its (N, C, 1, ...) result."""
+        x, y = node.inputs[0], node.outputs[0]
+        shape = self.shape(x)
+        if node.attrs.get("keepdims", 1):
+            self._pool(node, alg, list(shape[2:]))
+            return
+        pooled = f"{y}:pooled"
+        self.shapes[pooled] = (*shape[:2], *[1] * (len(shape) - 2))
+        self._pool(node, alg, list(shape[2:]), pooled)
+        self.emit("view", [pooled], y, node)
+
+    def _ReduceMean(self, node: NodeView) -> None:
+        self._reduce(node, "avg_exclude")
+
+    def _ReduceMax(self, node: NodeView) -> None:
+        self._reduce(node, "max")
 
     def _LRN(self, node: NodeView) -> None:
         a = node.attrs
