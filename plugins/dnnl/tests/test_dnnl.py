@@ -405,6 +405,39 @@ def test_zero_pad_before_a_convolution_becomes_its_padding(mode: dict) -> None:
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_identity_views_do_not_stop_fusion(mode: dict) -> None:
+    """Paddle exports an Identity after every op, and its learnable affine blocks scale and
+    shift by scalars around each activation: Conv, Add bias, Identity, Mul, Identity, Add,
+    Identity, HardSwish, Mul, Add, Identity, Conv. The Identities go, the scalar affine
+    before the activation folds into the weights and the two after it are one linear post-op:
+    two conv kernels, nothing else. An Identity that is a partition output stays."""
+    nodes, consts = conv_stem()
+    consts |= {"a": np.float32(0.7), "b": np.float32(0.2), "c": np.float32(1.3)}
+    consts |= {"d": np.float32(-0.1), "w1": rand(4, 8, 1, 1), "b1": rand(1, 8, 1, 1)}
+    nodes += [
+        node("Add", ["h", "b1"], "h1"),
+        node("Identity", ["h1"], "i1"),
+        node("Mul", ["a", "i1"], "m1"),
+        node("Identity", ["m1"], "i2"),
+        node("Add", ["i2", "b"], "a1"),
+        node("Identity", ["a1"], "i3"),
+        node("HardSwish", ["i3"], "s"),
+        node("Mul", ["c", "s"], "m2"),
+        node("Add", ["m2", "d"], "a2"),
+        node("Identity", ["a2"], "i4"),
+        node("Conv", ["i4", "w1"], "y"),
+        node("Identity", ["y"], "z"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "z"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    assert_matches_onnxruntime(model, config)
+    graph = _dnnl_step(byoc.compile(model, config)).artifact.graph
+    kernels = [n for n in graph["nodes"] if n["op"] == "kernel"]
+    assert [k["kind"] for k in kernels] == ["conv", "conv", "view"]
+    assert [p["alg"] for p in kernels[0]["post_ops"]] == ["hardswish", "linear"]
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
 def test_reduce_over_the_spatial_axes_is_a_global_pooling(mode: dict) -> None:
     """Squeeze-excite as Paddle exports it (PP-OCRv6): ReduceMean over axes 2 and 3 with
     keepdims, then 1x1 convs; also without keepdims (a view of the pooled result), ReduceMax,
@@ -680,8 +713,7 @@ def test_layernorm_spelled_in_basic_ops_is_one_layernorm_kernel(
     assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
     ln = {n for n, d in report.plan.decisions.items() if d.composite == "dnnl.layernorm"}
     assert ln == {"mean", "d", "sq", "var", "ve", "std", "n", *(("ng", "ln") if affine else ())}
-    identity = [] if affine else ["view"]
-    assert dnnl_kinds(byoc.compile(model, config)) == ["matmul", "layernorm", *identity, "matmul"]
+    assert dnnl_kinds(byoc.compile(model, config)) == ["matmul", "layernorm", "matmul"]
 
 
 def test_a_mean_or_gamma_along_another_axis_is_not_a_layernorm() -> None:

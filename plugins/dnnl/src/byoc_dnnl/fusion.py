@@ -14,7 +14,8 @@ class Fuser:
     """Rewrites channel shuffles and zero padding, folds per-channel affine ops into weights and
     fuses followers as post-ops.
 
-    Rules: first, a view -> transpose -> view that is a channel shuffle becomes one shuffle
+    Rules: first, views that keep their input's shape are dropped (their readers read the
+    input). Then a view -> transpose -> view that is a channel shuffle becomes one shuffle
     kernel, and a Concat of zero blocks along a spatial axis in front of a convolution becomes
     its padding (each only when the values it drops have one reader and are not partition
     outputs). Then a follower is fused only when it reads the kernel's output, that output has
@@ -29,6 +30,7 @@ class Fuser:
         self.outputs = outputs
 
     def run(self, kernels: list[Kernel]) -> list[Kernel]:
+        kernels = self._no_op_views(kernels)
         by_out = {k.output: k for k in kernels}  # stays right: a shuffle reads what its view read
         reads = Counter(n for k in kernels for n in self._reads(k))
         alive = self._zero_pads(self._shuffles(kernels, by_out, reads), by_out, reads)
@@ -46,6 +48,26 @@ class Fuser:
                     continue
             i += 1
         return alive
+
+    def _no_op_views(self, kernels: list[Kernel]) -> list[Kernel]:
+        """A view that keeps its input's shape (Identity, Dropout, a Reshape to the same shape)
+        does nothing: its readers read its input instead, so it no longer stands between a
+        kernel and the followers it fuses (Paddle exports an Identity after every op)."""
+        shape, renamed, by_out, kept = self.low.shape, {}, {}, []
+        for k in kernels:
+            k.inputs = [renamed.get(n, n) if n else n for n in k.inputs]
+            for p in k.post_ops:
+                if "input" in p:
+                    p["input"] = renamed.get(p["input"], p["input"])
+            x = k.inputs[0] if k.kind == "view" else None
+            if x and k.output not in self.outputs and shape(x) == shape(k.output):
+                renamed[k.output] = x
+                if x in by_out:
+                    by_out[x].members += k.members
+                continue
+            by_out[k.output] = k
+            kept.append(k)
+        return kept
 
     def _shuffles(
         self, kernels: list[Kernel], by_out: dict[str, Kernel], reads: Counter[str]
@@ -135,14 +157,12 @@ class Fuser:
         if weighted and not k.post_ops and self._fold(k, c):
             return True
         if c.kind == "eltwise" and not c.post_ops:
-            k.post_ops.append(
-                {
-                    "kind": "eltwise",
-                    "alg": c.attrs["alg"],
-                    "alpha": c.attrs["alpha"],
-                    "beta": c.attrs["beta"],
-                }
-            )
+            alg, alpha, beta = c.attrs["alg"], c.attrs["alpha"], c.attrs["beta"]
+            last = k.post_ops[-1] if k.post_ops else {}
+            if alg == last.get("alg") == "linear":  # a * (a0 x + b0) + b: one linear
+                last["alpha"], last["beta"] = alpha * last["alpha"], alpha * last["beta"] + beta
+            else:
+                k.post_ops.append({"kind": "eltwise", "alg": alg, "alpha": alpha, "beta": beta})
             return True
         if c.kind != "binary" or c.inputs[0] != k.output or c.inputs[1] == k.output:
             return False
@@ -186,9 +206,12 @@ class Fuser:
             v = np.broadcast_to(v.reshape(-1), (channels,)).astype(np.float32)
             ones, zeros = np.ones(channels, np.float32), np.zeros(channels, np.float32)
             alg = c.attrs["alg"]
-            if alg == "div" and not np.all(v != 0):
-                return False
-            scale = {"mul": v, "div": 1 / v}.get(alg, ones)
+            if alg == "div":
+                with np.errstate(divide="ignore", over="ignore"):
+                    v = np.float32(1) / v
+                if not np.all(np.isfinite(v)):
+                    return False  # a divisor of 0 (or one whose inverse overflows) stays a Div
+            scale = v if alg in ("mul", "div") else ones
             shift = {"add": v, "sub": -v}.get(alg, zeros)
         else:
             return False
