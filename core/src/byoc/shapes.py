@@ -51,9 +51,7 @@ class Specializations:
         self._build = build
         weights = {t.name for t in source.graph.initializer}
         self.declared: dict[str, TensorType | None] = {
-            v.name: tensor_type(v.type) if v.type.ByteSize() else None
-            for v in source.graph.input
-            if v.name not in weights
+            v.name: tensor_type(v.type) for v in source.graph.input if v.name not in weights
         }
         self._cache: OrderedDict[ShapeKey, CompiledModel] = OrderedDict()
         self._lock = threading.Lock()

@@ -324,9 +324,13 @@ def test_residual_add_with_the_conv_second_fuses_as_a_sum(mode: dict) -> None:
     model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
     config = {**DNNL, **mode, "compile": {"placement": "static"}}
     assert_matches_onnxruntime(model, config)
-    impls = dnnl_impls(byoc.compile(model, config))
+    compiled = byoc.compile(model, config)
+    impls = dnnl_impls(compiled)
     kinds = [i.split()[0] for i in impls]
     assert kinds.count("convolution") == 3 and "binary" not in kinds, impls
+    graph = _dnnl_step(compiled).artifact.graph
+    post_ops = [[p["kind"] for p in n["post_ops"]] for n in graph["nodes"] if n["op"] == "kernel"]
+    assert post_ops == [[], ["sum"], ["binary"]], post_ops
 
 
 def dnnl_kinds(compiled: byoc.CompiledModel) -> list[str]:
@@ -435,6 +439,36 @@ def test_identity_views_do_not_stop_fusion(mode: dict) -> None:
     kernels = [n for n in graph["nodes"] if n["op"] == "kernel"]
     assert [k["kind"] for k in kernels] == ["conv", "conv", "view"]
     assert [p["alg"] for p in kernels[0]["post_ops"]] == ["hardswish", "linear"]
+
+
+def test_a_div_by_a_subnormal_is_not_folded_into_the_weights() -> None:
+    """Dividing by a number whose inverse overflows float32 (1e-40, scalar or per channel)
+    stays a division (a binary post-op): folded, the weights would hold inf and 0 / v would
+    read NaN. A normal divisor folds into the convolution's weights."""
+    nodes, consts = conv_stem()
+    tiny = np.float32(1e-40)
+    consts |= {"s": tiny, "v": np.full((1, 8, 1, 1), tiny), "n": np.float32(4.0)}
+    for divisor, post_ops in (("s", ["div"]), ("v", ["div"]), ("n", [])):
+        nodes_d = [*nodes, node("Div", ["h", divisor], "y")]
+        model = make_model(nodes_d, {"x": [1, 3, 10, 12]}, ["y"], consts)
+        step = _dnnl_step(byoc.compile(model, {**DNNL, "compile": {"placement": "static"}}))
+        (conv,) = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+        assert [p["alg"] for p in conv["post_ops"]] == post_ops, divisor
+        assert all(np.isfinite(w).all() for w in step.artifact.weights.values()), divisor
+
+
+def test_a_rank_one_transpose_between_views_is_no_shuffle() -> None:
+    """Reshape to one dim, Transpose of it, Reshape back: not a channel shuffle (the shuffle
+    rewrite once indexed a dim that is not there and failed codegen)."""
+    nodes, consts = conv_stem()
+    consts |= {"flat": np.array([-1], np.int64), "back": np.array([1, 8, 10, 12], np.int64)}
+    nodes += [
+        node("Reshape", ["h", "flat"], "f"),
+        node("Transpose", ["f"], "t", perm=[0]),
+        node("Reshape", ["t", "back"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+    assert_matches_onnxruntime(model, {**DNNL, "compile": {"placement": "static"}})
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
@@ -1083,11 +1117,11 @@ def test_damaged_artifacts_raise_artifact_error(compiled: byoc.CompiledModel) ->
             plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
-def test_views_with_bad_windows_or_groups_are_refused_before_native_code() -> None:
+def test_views_with_bad_windows_or_groups_are_refused_when_loaded() -> None:
     """A damaged JSON graph whose slice window leaves its source, whose steps are zero, or
-    whose shuffle groups do not divide the channels raises ArtifactError naming the kernel;
-    nothing reads out of bounds. (In C source mode the C++ must be what the graph generates,
-    which is checked first.)"""
+    whose shuffle groups do not divide the channels raises ArtifactError naming the kernel
+    (zero steps in Python, the others in the native checks, before any data is read). In C
+    source mode the C++ must be what the graph generates, which is checked first."""
     i64 = np.int64
     nodes, consts = conv_stem()
     consts |= {"split": np.array([1, 2, 4, 10, 12], i64), "back": np.array([1, 8, 10, 12], i64)}

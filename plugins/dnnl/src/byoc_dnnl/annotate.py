@@ -202,24 +202,32 @@ def _global_pool(node: NodeView) -> str | None:
     return None if 3 <= _rank(node) <= 5 else "global pooling needs rank 3 to 5"
 
 
-def _reduce(node: NodeView) -> str | None:
-    """A mean or max over every spatial axis (2 and on) is a global pooling: squeeze-excite
-    blocks exported from Paddle or TensorFlow spell GlobalAveragePool this way."""
-    rank = _rank(node)
+def _reduce_axes(node: NodeView) -> list[int] | str | None:
+    """A Reduce's axes, sorted, in ``range(rank)`` (an attribute, or an input from opset 18);
+    None when it names none; why not when they are computed at run time."""
     axes = node.attrs.get("axes")
-    if axes is None and len(node.inputs) > 1 and node.inputs[1]:  # opset 18: an input
+    if axes is None and len(node.inputs) > 1 and node.inputs[1]:
         axes = node.const(1)
         if axes is None:
             return f"{node.op_type} with axes computed at run time is not supported"
-    if not 3 <= rank <= 5 or axes is None or sorted(_axes(axes, rank)) != list(range(2, rank)):
+    return None if axes is None else sorted(_axes(axes, _rank(node)))
+
+
+def _reduce(node: NodeView) -> str | None:
+    """A mean or max over every spatial axis (2 and on) is a global pooling: squeeze-excite
+    blocks exported from Paddle or TensorFlow spell GlobalAveragePool this way."""
+    rank, axes = _rank(node), _reduce_axes(node)
+    if isinstance(axes, str):
+        return axes
+    if not 3 <= rank <= 5 or axes != list(range(2, rank)):
         return f"{node.op_type} over other axes than all the spatial ones (of rank 3 to 5)"
     return None
 
 
 def _layernorm(node: NodeView) -> str | None:
     rank = _rank(node)
-    if _layernorm_rank(rank):
-        return _layernorm_rank(rank)
+    if reason := _layernorm_rank(rank):
+        return reason
     axis = node.attrs.get("axis", -1)
     if axis not in (-1, rank - 1):
         return f"LayerNormalization over axis {axis} is not supported (only the last axis)"
@@ -464,7 +472,7 @@ _CHECKS: dict[str, Check] = {
     "Split": _split,
     "Pad": _pad,
     "Resize": _resize,
-    **{t: _view for t in VIEWS if t != "Dropout"},
+    **{t: _view for t in VIEWS},
     "Dropout": _dropout,
 }
 
@@ -553,14 +561,13 @@ def _layernorm_check(match: Match) -> str | None:
     sub = match.producer("d")  # reads x
     reason = _static_f32(sub) or _quantized(sub) or _static_f32(match.root)
     rank = _rank(sub)
-    if reason or _layernorm_rank(rank):
-        return reason or _layernorm_rank(rank)
+    if reason := reason or _layernorm_rank(rank):
+        return reason
     channels = int(sub.input_type(0).shape[-1])  # type: ignore[union-attr,index]
     for m in match.nodes:
         if m.op_type != "ReduceMean":
             continue
-        axes = m.attrs.get("axes", m.const(1) if len(m.inputs) > 1 else None)
-        if axes is None or _axes(axes, rank) != [rank - 1]:
+        if _reduce_axes(m) != [rank - 1]:
             return "a mean over other axes than the last"
         if m.attrs.get("keepdims", 1) != 1:
             return "a mean that drops the axis"

@@ -7,7 +7,7 @@ from collections import Counter
 
 import numpy as np
 
-from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering
+from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering, reciprocal
 
 
 class Fuser:
@@ -86,7 +86,7 @@ class Fuser:
             r = len(split)
             if (
                 shape(k.output) != x
-                or len(x) < 2
+                or not 2 <= len(x) == r - 1
                 or split != (x[0], split[1], x[1] // split[1], *x[2:])
                 or t.attrs["perm"] != [0, 2, 1, *range(3, r)]
                 or any(reads[m.output] != 1 or m.output in self.outputs for m in (v, t))
@@ -207,10 +207,10 @@ class Fuser:
             ones, zeros = np.ones(channels, np.float32), np.zeros(channels, np.float32)
             alg = c.attrs["alg"]
             if alg == "div":
-                with np.errstate(divide="ignore", over="ignore"):
-                    v = np.float32(1) / v
-                if not np.all(np.isfinite(v)):
-                    return False  # a divisor of 0 (or one whose inverse overflows) stays a Div
+                inverse = reciprocal(v)
+                if inverse is None:
+                    return False
+                v = inverse
             scale = v if alg in ("mul", "div") else ones
             shift = {"add": v, "sub": -v}.get(alg, zeros)
         else:

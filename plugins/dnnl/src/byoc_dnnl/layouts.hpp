@@ -27,6 +27,9 @@ inline dnnl::memory::desc plain(const dnnl::memory::dims &d) {
 
 // Dense float32 with `axis` innermost, the other dims outside it in their order (a transpose).
 inline dnnl::memory::desc innermost(const dnnl::memory::dims &d, int axis) {
+    if (axis < 0 || axis >= (int)d.size())
+        throw std::runtime_error("a layout with dim " + std::to_string(axis) +
+                                 " innermost needs rank " + std::to_string(axis + 1) + " or more");
     dnnl::memory::dims strides(d.size());
     int64_t s = d[axis];
     strides[axis] = 1;

@@ -29,6 +29,14 @@ class Kernel:
     name: str = ""
 
 
+def reciprocal(v: np.ndarray) -> np.ndarray | None:
+    """``1 / v`` in float32, or None when a divisor is 0 or its inverse overflows float32 (a
+    subnormal divisor): such a Div is not turned into a multiplication."""
+    with np.errstate(divide="ignore", over="ignore"):
+        inverse = np.float32(1) / np.asarray(v, np.float32)
+    return inverse if np.all(np.isfinite(inverse)) else None
+
+
 class Lowering:
     """Turns the steps of one partition into kernels."""
 
@@ -330,8 +338,9 @@ class Lowering:
                     ("sub", True): (1.0, -v),
                     ("sub", False): (-1.0, v),
                 }.get((alg, x_first))
-                if alg == "div" and x_first and v != 0.0:
-                    lin = (1.0 / v, 0.0)
+                inverse = reciprocal(c) if alg == "div" and x_first else None
+                if inverse is not None:
+                    lin = (float(inverse.reshape(())), 0.0)
                 if lin is not None:
                     self.emit("eltwise", [x], y, node, alg="linear", alpha=lin[0], beta=lin[1])
                     return
