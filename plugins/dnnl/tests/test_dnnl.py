@@ -408,6 +408,49 @@ def test_zero_pad_before_a_convolution_becomes_its_padding(mode: dict) -> None:
     assert dnnl_kinds(byoc.compile(model, config)) == ["conv"] * 4
 
 
+def dilated_block(pads: list[int], dilation: int = 128, strides: int = 1, batch: int = 1):
+    """x (batch, 64, 300) -> Conv k=3 (bias, dilation, pads, strides) -> Relu, plus x when the
+    shapes agree (a residual, as TCNs and WaveNets add one)."""
+    nodes = [
+        node("Conv", ["x", "w", "b"], "c", dilations=[dilation], pads=pads, strides=[strides]),
+        node("Relu", ["c"], "r"),
+    ]
+    residual = sum(pads) == 2 * dilation and strides == 1
+    nodes.append(node("Add", ["x", "r"], "y") if residual else node("Sigmoid", ["r"], "y"))
+    consts = {"w": rand(64, 64, 3) * 0.1, "b": rand(64)}
+    return make_model(nodes, {"x": [batch, 64, 300]}, ["y"], consts)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+@pytest.mark.parametrize(
+    "case, convolutions",
+    [
+        ({"pads": [0, 0]}, 3),
+        ({"pads": [128, 128]}, 3),  # "same", with a residual
+        ({"pads": [256, 0], "strides": 2}, 3),  # causal
+        ({"pads": [128, 128], "batch": 2}, 1),  # a batch's windows are not dense
+        ({"pads": [16, 16], "dilation": 16}, 1),  # taps 4 KiB apart: oneDNN's own is faster
+    ],
+    ids=["unpadded", "same-residual", "causal-strided", "batch", "near"],
+)
+def test_a_dilated_1d_conv_with_far_apart_taps_is_one_1x1_conv_per_tap(
+    mode: dict, case: dict, convolutions: int
+) -> None:
+    """oneDNN's dilated convolution slows down as its taps move apart; when they are 32 KiB
+    apart or more (dilation x channels x 4 bytes), the JSON runtime runs one 1x1 convolution
+    per tap over a window of the source, summed in place, the post-ops (a residual too) on the
+    last. Padded, strided and residual forms match onnxruntime; a batch and close taps keep
+    one convolution, and so does C source mode."""
+    model = dilated_block(**case)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    assert_matches_onnxruntime(model, config)
+    compiled = byoc.compile(model, config)
+    assert dnnl_kinds(compiled) == ["conv"], dnnl_kinds(compiled)
+    convs = [i for i in dnnl_impls(compiled) if i.startswith("convolution ")]
+    assert len(convs) == (convolutions if not mode else 1), convs
+    assert all("1x1" in i for i in convs) == (len(convs) == 3), convs
+
+
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
 def test_identity_views_do_not_stop_fusion(mode: dict) -> None:
     """Paddle exports an Identity after every op, and its learnable affine blocks scale and
