@@ -29,6 +29,7 @@ using dt = memory::data_type;
 namespace {
 
 using byoc_dnnl::any;
+using byoc_dnnl::append_eltwise;
 using byoc_dnnl::by_name;
 using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
@@ -38,6 +39,7 @@ using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
 using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
+using byoc_dnnl::tanh_as_binary;
 using byoc_dnnl::ViewPair;
 using byoc_ops::BINARY_ALGS;  // the algorithm tables (ops.py, generated)
 using byoc_ops::ELTWISE_ALGS;
@@ -183,7 +185,7 @@ primitive_attr post_attr(Context &c, const Posts &posts, bool fpmath, const Dims
     for (const Post &p : posts) {
         std::string kind = p.kind;
         if (kind == "eltwise") {
-            po.append_eltwise(eltwise_alg(p.alg), p.alpha, p.beta);
+            append_eltwise(po, eltwise_alg(p.alg), p.alpha, p.beta);
         } else if (kind == "sum") {
             if (p.operand.dims != dst) fail("a sum post-op's operand must have the output's shape");
             po.append_sum(1.f);
@@ -307,6 +309,15 @@ Kernel *binary(Context &c, const char *alg, const In &a, const In &x, const Post
 
 Kernel *eltwise(Context &c, const char *alg, float alpha, float beta, const In &src) {
     memory::desc md = plain(src.dims);
+    if (eltwise_alg(alg) == algorithm::eltwise_tanh) {
+        auto pd = tanh_as_binary(c.eng, md, attr_of(c, false));
+        Builder b(c);
+        int slot = b.slot(src);
+        b.operand(DNNL_ARG_SRC_0, src, slot, md, md);
+        b.operand(DNNL_ARG_SRC_1, src, slot, md, md);
+        b.output(src.dims, md);
+        return b.finish(dnnl::binary(pd), pd);
+    }
     auto pd = eltwise_forward::primitive_desc(c.eng, prop_kind::forward_inference,
                                               eltwise_alg(alg), md, md, alpha, beta,
                                               attr_of(c, false));

@@ -35,6 +35,7 @@ using dt = memory::data_type;
 namespace {
 
 using byoc_dnnl::any;
+using byoc_dnnl::append_eltwise;
 using byoc_dnnl::by_id;
 using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
@@ -45,6 +46,7 @@ using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
 using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
+using byoc_dnnl::tanh_as_binary;
 using byoc_dnnl::ViewPair;
 using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generated)
 
@@ -269,7 +271,7 @@ primitive_attr make_attr(Net &n, const std::vector<Post> &posts, bool fpmath,
     for (size_t i = 0; i < posts.size(); ++i) {
         const Post &p = posts[i];
         if (p.kind == PO_ELTWISE) {
-            po.append_eltwise(eltwise_alg(p.alg), p.alpha, p.beta);
+            append_eltwise(po, eltwise_alg(p.alg), p.alpha, p.beta);
         } else if (p.kind == PO_SUM) {
             po.append_sum(1.f);
         } else {
@@ -635,6 +637,16 @@ void lower_eltwise(Net &n, const Op &op) {
     check_value(n, a, "eltwise src");
     if (n.values[a].dims != n.values[op.out].dims) fail("eltwise: shapes differ");
     memory::desc md = n.values[a].md;
+    if (eltwise_alg(op.ip[0]) == algorithm::eltwise_tanh) {  // plain where blocked is ref
+        auto pd = fast_layout(md, plain(n.values[a].dims), [&](const memory::desc &m) {
+            return tanh_as_binary(n.eng, m, plain_attr());
+        });
+        a = ensure_md(n, a, pd.src_desc(0));
+        set_out(n, op.out, pd.dst_desc());
+        n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+        push(n, binary(pd), {{DNNL_ARG_SRC_0, a}, {DNNL_ARG_SRC_1, a}, {DNNL_ARG_DST, op.out}});
+        return;
+    }
     auto pd = eltwise_forward::primitive_desc(n.eng, prop_kind::forward_inference,
                                               eltwise_alg(op.ip[0]), md, md, op.fp[0], op.fp[1],
                                               plain_attr());
