@@ -66,17 +66,18 @@ struct ViewPair {
     dnnl::memory::desc src, dst;
 };
 
+// Throws unless md is dense with no inner blocks (what a view of it may stride over).
+inline void check_dense(const dnnl::memory::desc &md, const char *what) {
+    if (md.get_format_kind() != dnnl::memory::format_kind::blocked || md.get_inner_nblks() != 0)
+        throw std::runtime_error(std::string(what) + ": needs a layout without inner blocks");
+}
+
 // A window with steps. oneDNN's views cannot step, so each axis with a step s > 1 is split in
 // two, (position / s, position % s), with strides (stride * s, stride): the window is the
 // sub-memory (out, 1) at (offset / s, offset % s) of that view of `src` (dense, no inner
 // blocks), and `dst` (dense, dims out) is split the same way. The view spans offset / s + out
 // steps, which oneDNN accepts only within the axis (annotate.slice_window refuses a window whose
 // last step overhangs it).
-inline void check_dense(const dnnl::memory::desc &md, const char *what) {
-    if (md.get_format_kind() != dnnl::memory::format_kind::blocked || md.get_inner_nblks() != 0)
-        throw std::runtime_error(std::string(what) + ": needs a layout without inner blocks");
-}
-
 inline ViewPair stepped_window(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
                                const dnnl::memory::dims &offsets, const dnnl::memory::dims &steps) {
     check_dense(src, "slice"), check_dense(dst, "slice");

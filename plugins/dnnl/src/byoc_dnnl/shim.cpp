@@ -321,7 +321,7 @@ dims_t take(const std::vector<int64_t> &ip, size_t &at, size_t count) {
 // dense brgemm whatever the dilation (the three: 3.9 to 4.0 ms at any dilation). The crossover
 // measured there sits at 16 to 32 KiB apart for 32 to 256 channels. A padded convolution reads a
 // zero-bordered copy of its source. Returns false (nothing added) when the convolution does
-// not fit (grouped, or a batch) or oneDNN has no fast 1x1 convolution here.
+// not fit (grouped, a batch) or oneDNN has no fast 1x1 convolution here.
 constexpr int64_t TAPS_APART = 32 * 1024;
 
 bool lower_conv_taps(Net &n, const Op &op, const std::vector<Post> &posts, const dims_t &strides,
@@ -334,17 +334,16 @@ bool lower_conv_taps(Net &n, const Op &op, const std::vector<Post> &posts, const
         return false;
     const int64_t N = sd[0], C = sd[1], K = wd[2], OC = wd[0], L = od[2], d = dil[0] + 1;
     const int64_t width = sd[2] + pl[0] + pr[0], span = (L - 1) * strides[0] + 1;
-    if (d * C * (int64_t)sizeof(float) < TAPS_APART || L < 1 || (K - 1) * d + span > width)
+    // A batch's windows are not dense (oneDNN's brgemm convolutions decline them).
+    if (N != 1 || d * C * (int64_t)sizeof(float) < TAPS_APART || L < 1 ||
+        (K - 1) * d + span > width)
         return false;
     const Post accumulate{PO_SUM, 0, -1, 0.f, 0.f};
     std::vector<Post> own = posts;  // the last tap's; a residual sum is an add there (one sum)
     for (Post &p : own)
         if (p.kind == PO_SUM) p = Post{PO_BINARY, binary_id("add"), p.tensor, 0.f, 0.f};
     const memory::desc dst_md(od, dt::f32, tag::nwc), wide({N, C, width}, dt::f32, tag::nwc);
-    // One image's window is dense nwc (its batch stride is never used); a batch's is not, and
-    // oneDNN's brgemm convolutions want dense sources: they decline it.
-    const memory::desc window = N == 1 ? memory::desc({N, C, span}, dt::f32, tag::nwc)
-                                       : memory::desc({N, C, span}, dt::f32, {width * C, 1, C});
+    const memory::desc window({N, C, span}, dt::f32, tag::nwc);
     // Tap k's post-ops: the first writes dst, the others add to what it holds, the last
     // applies the convolution's own post-ops.
     std::vector<std::vector<Post>> tap_posts(K);
