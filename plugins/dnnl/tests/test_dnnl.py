@@ -1139,6 +1139,31 @@ def test_loading_with_threads_caps_onednn_threads(compiled: byoc.CompiledModel, 
     np.testing.assert_allclose(again.run(x)["y"], compiled.run(x)["y"], rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_each_net_makes_its_primitives_for_its_own_threads(mode: dict) -> None:
+    """oneDNN splits a primitive's work for the OpenMP threads of the thread that creates it,
+    and keeps that split at run time. A net built after a one-thread net (one Ray worker's
+    share) used to inherit its one thread: a model compiled twice in one process ran its big
+    convolution 2.7x slower the second time. And a one-thread net built first used every core."""
+    nodes, consts = conv_stem(16)
+    nodes.append(node("Conv", ["h", "w1"], "y", pads=[1, 1, 1, 1]))
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], {**consts, "w1": rand(16, 16, 3, 3)})
+    x = {"x": rand(1, 3, 10, 12)}
+    want = None
+    for threads in (1, 2, 1):
+        config = {**DNNL, **mode, "compile": {"placement": "static"}}
+        config["backend"] = {
+            "dnnl": {**config.get("backend", {}).get("dnnl", {}), "threads": threads}
+        }
+        model_threads = byoc.compile(model, config)
+        runtime = _dnnl_step(model_threads).runtime
+        assert runtime.threads == threads
+        assert runtime.kernel_threads() and set(runtime.kernel_threads()) == {threads}
+        got = model_threads.run(x)["y"]
+        want = got if want is None else want
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def _damaged(data: bytes) -> list[bytes]:
     import json
     import struct

@@ -22,13 +22,14 @@ import numpy as np
 from byoc import ArtifactError, native
 
 from byoc_dnnl import native as dnnl_native
-from byoc_dnnl.runtime import _auto_threads, _params, run_native, validate
+from byoc_dnnl.runtime import _params, run_native, threads, validate
 
 ENTRY = """
 void *{s}_create(const float *const *weights, int nweights, int bf16, int threads,
                  char *err, size_t errlen);
 int {s}_run(void *state, void *const *ins, void *const *outs, char *err, size_t errlen);
 const char *{s}_implementation(void *state, int i);
+int {s}_threads(void *state, int i);
 void {s}_destroy(void *state);
 """
 _kernels_lock = threading.Lock()
@@ -320,6 +321,10 @@ const char *{s}_implementation(void *state, int i) {{
     return i >= 0 && i < {real} ? implementation(*((State *)state)->k[i]) : "";
 }}
 
+int {s}_threads(void *state, int i) {{
+    return i >= 0 && i < {real} ? threads(*((State *)state)->k[i]) : -1;
+}}
+
 void {s}_destroy(void *state) {{ delete (State *)state; }}
 
 }}  // extern "C"
@@ -385,7 +390,7 @@ class CRuntime:
         self._index = [k for k, n in enumerate(kernels) if n["kind"] != "view"]
         self.inputs = [tuple(nodes[i]["shape"]) for i in graph["arg_nodes"]]
         self.outputs = [tuple(nodes[h]["shape"]) for h in graph["heads"]]
-        self.threads = int(config.get("threads", 0) or 0) or _auto_threads(graph)
+        self.threads = threads(config)
         self._weights = [np.ascontiguousarray(weights[n], np.float32) for n in weight_order(graph)]
         ffi = self._ffi
         ptrs = ffi.new("float *[]", [ffi.from_buffer("float[]", w) for w in self._weights] or 1)
@@ -413,3 +418,8 @@ class CRuntime:
         lib, ffi = self._lib, self._ffi
         impl = getattr(lib, f"{self.symbol}_implementation")
         return [(k, ffi.string(impl(self._state, i)).decode()) for i, k in enumerate(self._index)]
+
+    def kernel_threads(self) -> list[int]:
+        """The OpenMP threads each kernel's primitive was made for, in kernel order."""
+        made_for = getattr(self._lib, f"{self.symbol}_threads")
+        return [int(made_for(self._state, i)) for i in range(len(self._index))]

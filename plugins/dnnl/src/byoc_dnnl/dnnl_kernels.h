@@ -80,6 +80,8 @@ Kernel *shuffle(Context &c, int64_t groups, const In &src);
 
 // "<primitive kind> <implementation>" oneDNN picked (e.g. "convolution brgconv:avx2").
 const char *implementation(const Kernel &k);
+// The OpenMP threads its primitive was made for (the context's `threads`, when given).
+int threads(const Kernel &k);
 
 // A frame for one run with `buffer_bytes` of partition buffers; give it back with `release`.
 // Concurrent runs get different frames.

@@ -90,6 +90,7 @@ struct Kernel {
     primitive prim;
     bool is_erf = false;
     std::string impl;
+    int threads = 0;  // the OpenMP threads its primitive was made for
     std::vector<Operand> ins;
     int dst_arg = DNNL_ARG_DST;
     memory::desc dst_given, dst_want;
@@ -109,7 +110,13 @@ struct Builder {
     std::unique_ptr<Kernel> k;
     int slots = 0;
 
-    explicit Builder(Context &ctx) : c(ctx), k(new Kernel()) { k->ctx = &ctx; }
+    // oneDNN sizes a primitive's work split for the creating thread's OpenMP threads and keeps
+    // it at run time, so the context's count is set before anything is made (as in shim.cpp).
+    explicit Builder(Context &ctx) : c(ctx), k(new Kernel()) {
+        k->ctx = &ctx;
+        if (ctx.threads > 0) omp_set_num_threads(ctx.threads);
+        k->threads = omp_get_max_threads();
+    }
 
     size_t reserve(const memory::desc &md) {
         size_t off = k->work;
@@ -490,6 +497,8 @@ Kernel *shuffle(Context &c, int64_t groups, const In &src) {
 }
 
 const char *implementation(const Kernel &k) { return k.impl.c_str(); }
+
+int threads(const Kernel &k) { return k.threads; }
 
 Frame *acquire(Context &c, size_t buffer_bytes) {
     if (c.threads > 0) omp_set_num_threads(c.threads);  // this thread's runs, once per run

@@ -26,7 +26,7 @@ from byoc_dnnl import ops
 
 # The shim's C API. Only ints, floats and pointers: nothing of oneDNN crosses this line.
 CDEF = """
-void *bd_create(int bf16, char *err, size_t errlen);
+void *bd_create(int bf16, int nthreads, char *err, size_t errlen);
 void bd_destroy(void *net);
 const char *bd_error(void *net);
 int bd_tensor(void *net, int ndims, const int64_t *dims);
@@ -35,13 +35,14 @@ int bd_input(void *net, int id);
 int bd_output(void *net, int id);
 int bd_op(void *net, int kind, int nin, const int *ins, int out, int ni, const int64_t *ip,
           int nf, const float *fp);
-int bd_finalize(void *net, int nthreads);
+int bd_finalize(void *net);
 size_t bd_arena_bytes(void *net);
 int bd_steps(void *net);
 int bd_step_op(void *net, int i);
+int bd_step_threads(void *net, int i);
 const char *bd_step_impl(void *net, int i);
-int bd_run(void *net, int nthreads, void *const *ins, void *const *outs, double *times,
-           char *err, size_t errlen);
+int bd_run(void *net, void *const *ins, void *const *outs, double *times, char *err,
+           size_t errlen);
 """
 FLAGS = ("-O2", "-std=c++17", "-fopenmp")
 

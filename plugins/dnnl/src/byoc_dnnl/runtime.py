@@ -21,7 +21,6 @@ from byoc_dnnl.codegen import FORMAT, Artifact
 from byoc_dnnl.ops import ALG_IDS, OP_IDS, POST_IDS
 
 _MAX_ELEMENTS = 1 << 34
-SMALL_KERNEL_FLOPS = 1e6
 
 
 def _bad(msg: str) -> ArtifactError:
@@ -127,11 +126,12 @@ class Runtime:
             raise _bad(f"the JSON graph does not parse: {exc}") from None
         validate(graph, artifact.weights)
         self.symbol = str(graph.get("symbol", "dnnl"))
-        self.threads = int(config.get("threads", 0) or 0) or _auto_threads(graph)
+        self.threads = threads(config)
         self._ffi, self._lib = native.load()
         lib = self._lib
         err = self._ffi.new("char[]", 512)
-        net = lib.bd_create(1 if config.get("fpmath", "strict") == "bf16" else 0, err, 512)
+        bf16 = 1 if config.get("fpmath", "strict") == "bf16" else 0
+        net = lib.bd_create(bf16, self.threads, err, 512)
         if net == self._ffi.NULL:
             raise _bad(self._ffi.string(err).decode())
         self._net = self._ffi.gc(net, lib.bd_destroy)
@@ -148,7 +148,7 @@ class Runtime:
                 ids[i] = self._add(i, node, ids, artifact.weights)
         for h in graph["heads"]:
             self._check(lib.bd_output(self._net, ids[h]), f"head {h}")
-        self._check(lib.bd_finalize(self._net, self.threads), "finalize")
+        self._check(lib.bd_finalize(self._net), "finalize")
         self.inputs = [tuple(nodes[i]["shape"]) for i in graph["arg_nodes"]]
         self.outputs = [tuple(nodes[h]["shape"]) for h in graph["heads"]]
         self.arena_bytes = int(lib.bd_arena_bytes(self._net))
@@ -212,9 +212,14 @@ class Runtime:
             for i in range(int(lib.bd_steps(self._net)))
         ]
 
+    def kernel_threads(self) -> list[int]:
+        """The OpenMP threads each native step's primitive was made for, in step order."""
+        lib = self._lib
+        return [int(lib.bd_step_threads(self._net, i)) for i in range(int(lib.bd_steps(self._net)))]
+
     def _run(self, inputs: Sequence[np.ndarray], times: Any) -> list[np.ndarray]:
         def call(ins: Any, outs: Any, err: Any, errlen: int) -> int:
-            return int(self._lib.bd_run(self._net, self.threads, ins, outs, times, err, errlen))
+            return int(self._lib.bd_run(self._net, ins, outs, times, err, errlen))
 
         return run_native(self._ffi, self.symbol, inputs, self.inputs, self.outputs, call)
 
@@ -256,23 +261,16 @@ def check_inputs(
     return args
 
 
-def _auto_threads(graph: dict[str, Any]) -> int:
-    """One thread per core, or one thread when the kernels are too small to share.
+def threads(config: Mapping[str, Any]) -> int:
+    """OpenMP threads per run: the config's ``threads``, else one per core this process may use.
 
-    Each oneDNN primitive is one OpenMP parallel region; below about a MFLOP per kernel the
-    barrier costs more than the second core gives (and far more on a busy machine).
+    Even a partition of tiny kernels runs faster on every core: one thread per partition of
+    0.3 MFLOP convolutions was no faster, and made P1 0.62x onnxruntime instead of 0.54x.
     """
-    nodes = graph["nodes"]
-    kernels = [n for n in nodes if n["op"] == "kernel"]
-    work = 0.0
-    for n in kernels:
-        if n["kind"] in ("conv", "deconv", "matmul") and len(n["inputs"]) > 1:
-            w = n["inputs"][1]
-            if 0 <= w < len(nodes):
-                k = math.prod(nodes[w]["shape"][-(len(n["shape"]) - 1) :])
-                work += 2.0 * math.prod(n["shape"]) * k
+    if config.get("threads"):
+        return int(config["threads"])
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    return 1 if work < SMALL_KERNEL_FLOPS * max(1, len(kernels)) else max(1, cores or 1)
+    return max(1, cores or 1)
 
 
 def _alg(i: int, kind: str, attrs: dict[str, Any]) -> int:

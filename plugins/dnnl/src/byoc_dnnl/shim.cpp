@@ -73,6 +73,7 @@ struct Step {
     int custom = 0;  // OP_ERF
     int a = -1, b = -1;
     int op = -1;     // the op (bd_op call) this step belongs to; -1: an output reorder
+    int threads = 0; // the OpenMP threads its primitive was made for
 };
 
 struct Op {
@@ -94,6 +95,7 @@ struct Arena {
 struct Net {
     engine eng{engine::kind::cpu, 0};
     bool bf16 = false;
+    int threads = 0;  // OpenMP threads per run; 0: OpenMP's default
     std::vector<Value> values;
     std::vector<Op> ops;
     std::vector<int> inputs, outputs;
@@ -110,6 +112,14 @@ struct Net {
 };
 
 [[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
+
+// oneDNN sizes a primitive's work split for the OpenMP threads of the thread that creates it,
+// and runs it that way whatever the thread count at run time. So a net sets its own count
+// before making primitives, not only before running them: this OpenMP setting is per thread
+// and outlives the call (a net made after a one-thread net ran its big convolutions on one).
+void use_threads(const Net &n) {
+    if (n.threads > 0) omp_set_num_threads(n.threads);
+}
 
 
 
@@ -963,6 +973,7 @@ void plan_arena(Net &n) {
         s.prim = reorder(reorder::primitive_desc(n.eng, md, n.eng, plain(dims)));
         s.has_prim = true;
         s.args = {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, u}};
+        s.threads = omp_get_max_threads();
         n.steps.push_back(s);
     }
     for (size_t i = 0; i < n.steps.size(); ++i) {
@@ -1052,10 +1063,11 @@ void set_error(char *err, size_t len, const std::string &msg) {
 
 extern "C" {
 
-void *bd_create(int bf16, char *err, size_t errlen) {
+void *bd_create(int bf16, int nthreads, char *err, size_t errlen) {
     try {
         Net *n = new Net();
         n->bf16 = bf16 != 0;
+        n->threads = nthreads;
         return n;
     } catch (const std::exception &e) {
         set_error(err, errlen, e.what());
@@ -1156,8 +1168,12 @@ int bd_op(void *net, int kind, int nin, const int *ins, int out, int ni, const i
             if (v != -1 && (v < 0 || v >= (int)n->values.size() || !n->values[v].has_md))
                 fail("op reads a tensor that is not written before");
         size_t before = n->steps.size();
+        use_threads(*n);
         lower(*n, op);
-        for (size_t i = before; i < n->steps.size(); ++i) n->steps[i].op = n->current_op;
+        for (size_t i = before; i < n->steps.size(); ++i) {
+            n->steps[i].op = n->current_op;
+            n->steps[i].threads = omp_get_max_threads();
+        }
         n->current_op++;
         n->values[out].defined = true;
         return 0;
@@ -1167,12 +1183,12 @@ int bd_op(void *net, int kind, int nin, const int *ins, int out, int ni, const i
     }
 }
 
-int bd_finalize(void *net, int nthreads) {
+int bd_finalize(void *net) {
     Net *n = (Net *)net;
     try {
-        if (nthreads > 0) omp_set_num_threads(nthreads);
         for (int o : n->outputs)
             if (!n->values[o].has_md) fail("an output is never written");
+        use_threads(*n);
         plan_arena(*n);
         n->finalized = true;
         n->pool.emplace_back(make_arena(*n));
@@ -1189,6 +1205,11 @@ size_t bd_arena_bytes(void *net) {
 }
 
 int bd_steps(void *net) { return (int)((Net *)net)->steps.size(); }
+
+int bd_step_threads(void *net, int i) {
+    Net *n = (Net *)net;
+    return i >= 0 && i < (int)n->steps.size() ? n->steps[i].threads : -1;
+}
 
 int bd_step_op(void *net, int i) {
     Net *n = (Net *)net;
@@ -1211,8 +1232,8 @@ const char *bd_step_impl(void *net, int i) {
     return s.c_str();
 }
 
-int bd_run(void *net, int nthreads, void *const *ins, void *const *outs, double *times,
-           char *err, size_t errlen) {
+int bd_run(void *net, void *const *ins, void *const *outs, double *times, char *err,
+           size_t errlen) {
     Net *n = (Net *)net;
     if (!n->finalized) {
         set_error(err, errlen, "the net is not finalized");
@@ -1220,7 +1241,7 @@ int bd_run(void *net, int nthreads, void *const *ins, void *const *outs, double 
     }
     Arena *a = nullptr;
     try {
-        if (nthreads > 0) omp_set_num_threads(nthreads);
+        use_threads(*n);
         {
             std::lock_guard<std::mutex> g(n->lock);
             if (!n->pool.empty()) {
