@@ -22,8 +22,8 @@ FALLBACK_KEYS: dict[str, tuple[Any, Any, str]] = {
     "allow_spinning": (
         bool,
         True,
-        "let onnxruntime's idle threads spin (default: only when one onnxruntime "
-        "session runs the whole model)",
+        "let onnxruntime's idle threads spin between runs (false: only inside a run; "
+        "default: only when one onnxruntime session runs the whole model)",
     ),
     "on_backend_error": (
         str,
