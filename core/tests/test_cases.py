@@ -38,6 +38,36 @@ def test_diamond_does_not_make_a_cycle():
     assert all(p["backend"] == "examplejson" for p in plan["partitions"])
 
 
+def _stops_spinning(compiled: byoc.CompiledModel) -> list[str]:
+    """Each onnxruntime step's session.force_spinning_stop ("" when not set)."""
+    found = []
+    for step in compiled.steps:
+        if step.unit.backend == "onnxruntime":
+            opts = step.runtime.session.get_session_options()
+            try:
+                found.append(opts.get_session_config_entry("session.force_spinning_stop"))
+            except RuntimeError:  # onnxruntime raises for a key never set
+                found.append("")
+    return found
+
+
+def test_onnxruntime_segments_of_a_split_model_spin_inside_a_run_only():
+    """Between a backend's partitions, onnxruntime's threads stop spinning when a run ends (so
+    they never take the cores the backend needs) but still spin between the ops of a run (not
+    spinning woke them at every op); a whole-model session spins as plain onnxruntime does,
+    and the user's allow_spinning wins."""
+    split = byoc.compile(
+        diamond(), {**cfg("Abs", "Relu", "Add"), "compile": {"placement": "static"}}
+    )
+    assert _stops_spinning(split) == ["1"]
+    whole = byoc.compile(diamond(), {**cfg(), "compile": {"placement": "static"}})
+    assert _stops_spinning(whole) == [""]
+    told = {**cfg("Abs", "Relu", "Add"), "fallback": {"allow_spinning": True}}
+    assert _stops_spinning(
+        byoc.compile(diamond(), {**told, "compile": {"placement": "static"}})
+    ) == [""]
+
+
 def test_rfc_example():
     ins = {f"in{i}": S for i in range(1, 11)}
     model = make_model(

@@ -48,6 +48,8 @@ struct Post {
 };
 using Posts = std::vector<Post>;
 
+// A context for kernels run on `threads` OpenMP threads (0: OpenMP's default). It sets this
+// thread's count, so make its kernels right after, on this thread.
 Context *context(bool bf16, int threads);
 void destroy(Context *ctx);
 

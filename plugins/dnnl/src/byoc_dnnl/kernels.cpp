@@ -110,12 +110,9 @@ struct Builder {
     std::unique_ptr<Kernel> k;
     int slots = 0;
 
-    // oneDNN sizes a primitive's work split for the creating thread's OpenMP threads and keeps
-    // it at run time, so the context's count is set before anything is made (as in shim.cpp).
     explicit Builder(Context &ctx) : c(ctx), k(new Kernel()) {
         k->ctx = &ctx;
-        if (ctx.threads > 0) omp_set_num_threads(ctx.threads);
-        k->threads = omp_get_max_threads();
+        k->threads = omp_get_max_threads();  // as when its primitive was just described
     }
 
     size_t reserve(const memory::desc &md) {
@@ -239,6 +236,10 @@ Context *context(bool bf16, int threads) {
     auto c = std::make_unique<Context>();
     c->bf16 = bf16;
     c->threads = threads;
+    // oneDNN sizes a primitive's work split for the OpenMP threads of the thread that describes
+    // it and keeps it at run time; the count is per thread and outlives the call that set it.
+    // The context's kernels are made next, on this thread, so they are made for its count.
+    if (threads > 0) omp_set_num_threads(threads);
     return c.release();
 }
 
