@@ -901,6 +901,90 @@ def test_attention_without_weights_stays_with_onnxruntime() -> None:
     assert {d.backend for d in decisions.values()} == {"dnnl"}
 
 
+def bert_attention(batch: int, seq: int = 8, heads: int = 2, size: int = 4) -> onnx.ModelProto:
+    """BERT's self-attention as exporters write it: per-head views of the Q, K and V layers
+    (Reshape, Transpose), scores scaled and masked by (1 - m) * -10000 (m: 1 keeps a token),
+    softmax, the weighted sum transposed back and the output layer."""
+    e = heads * size
+    i64 = np.int64
+    consts = {f"w{n}": rand(e, e) for n in "qkvo"} | {f"b{n}": rand(e) for n in "qkv"}
+    consts |= {
+        "heads": np.array([batch, seq, heads, size], i64),
+        "back": np.array([batch, seq, e], i64),
+    }
+    consts |= {"bcast": np.array([batch, 1, 1, seq], i64), "root": np.float32(np.sqrt(size))}
+    consts |= {"one": np.float32(1.0), "big": np.float32(-10000.0)}
+    nodes = []
+    for n, perm in (("q", [0, 2, 1, 3]), ("k", [0, 2, 3, 1]), ("v", [0, 2, 1, 3])):
+        nodes += [
+            node("MatMul", ["x", f"w{n}"], f"{n}0"),
+            node("Add", [f"{n}0", f"b{n}"], f"{n}1"),
+            node("Reshape", [f"{n}1", "heads"], f"{n}2"),
+            node("Transpose", [f"{n}2"], f"{n}t", perm=perm),
+        ]
+    nodes += [
+        node("MatMul", ["qt", "kt"], "s0"),
+        node("Div", ["s0", "root"], "s1"),
+        node("Sub", ["one", "m"], "m1"),
+        node("Mul", ["m1", "big"], "m2"),
+        node("Reshape", ["m2", "bcast"], "m3"),
+        node("Add", ["s1", "m3"], "s2"),
+        node("Softmax", ["s2"], "p", axis=-1),
+        node("MatMul", ["p", "vt"], "c"),
+        node("Transpose", ["c"], "ct", perm=[0, 2, 1, 3]),
+        node("Reshape", ["ct", "back"], "c2"),
+        node("MatMul", ["c2", "wo"], "y"),
+    ]
+    return make_model(nodes, {"x": [batch, seq, e], "m": [batch, seq]}, ["y"], consts)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+@pytest.mark.parametrize("batch", [1, 2])
+def test_attention_reads_and_writes_its_heads_through_views(
+    batch: int, mode: dict, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """MatMul-scale-mask-Softmax-MatMul is one dnnl.attention composite. Its products read the
+    heads of Q, K and V, and write the context back, through strided views of the dense layers'
+    rows: no transpose is copied. With one sequence the mask (1x1x1xS) is a post-op of the
+    scores' product. Tokens masked out get no weight, as in onnxruntime; the compiled model
+    saves and loads back."""
+    model = bert_attention(batch)
+    m = np.ones((batch, 8), np.float32)
+    m[:, 5:] = 0
+    config = {**DNNL, **mode}
+    report = assert_matches_onnxruntime(model, config, {"x": rand(batch, 8, 8), "m": m})
+    decisions = report.plan.decisions
+    assert {decisions[n].composite for n in ("s0", "s1", "s2", "p", "c")} == {"dnnl.attention"}
+    assert {d.backend for d in decisions.values()} == {"dnnl"}
+    compiled = byoc.compile(model, config)
+    kernels = [n for n in _dnnl_step(compiled).artifact.graph["nodes"] if n["op"] == "kernel"]
+    assert "transpose" not in [k["kind"] for k in kernels]
+    products = [k for k in kernels if k["kind"] == "matmul" and k["attrs"]]
+    assert [k["attrs"] for k in products] == [
+        {"perm_a": [0, 2, 1, 3], "perm_b": [0, 2, 3, 1]},
+        {"perm_b": [0, 2, 1, 3], "perm_out": [0, 2, 1, 3]},
+    ]
+    mask_fused = any(p["kind"] == "binary" for p in products[0]["post_ops"])
+    assert mask_fused == (batch == 1)
+    feeds = {"x": rand(batch, 8, 8), "m": m}
+    again = byoc.load(compiled.save(tmp_path / "attention.byoc"))
+    np.testing.assert_array_equal(again.run(feeds)["y"], compiled.run(feeds)["y"])
+
+
+def test_a_product_by_a_constant_is_a_dense_layer_not_attention() -> None:
+    """Learned queries (a constant operand) make no attention composite: the check says why."""
+    nodes = [
+        node("MatMul", ["x", "keys"], "s"),
+        node("Softmax", ["s"], "p", axis=-1),
+        node("MatMul", ["p", "x"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 4, 4]}, ["y"], {"keys": rand(1, 4, 4)})
+    plan = byoc.partition(model, DNNL)
+    reasons = [r for _, r in plan.decisions["y"].refusals]
+    assert any("dnnl.attention: a product by a constant is a dense layer" in r for r in reasons)
+    assert plan.decisions["y"].composite != "dnnl.attention"
+
+
 def avx2() -> bool:
     try:
         with open("/proc/cpuinfo") as f:
@@ -1164,17 +1248,19 @@ def test_each_net_makes_its_primitives_for_its_own_threads(mode: dict) -> None:
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
 
 
-def _damaged(data: bytes) -> list[bytes]:
-    import json
-    import struct
+def _with_graph(data: bytes, graph: dict) -> bytes:
+    """A serialized dnnl artifact with its JSON graph replaced."""
+    glen = struct.unpack("<Q", data[12:20])[0]
+    text = json.dumps(graph).encode()
+    return data[:12] + struct.pack("<Q", len(text)) + text + data[20 + glen :]
 
+
+def _damaged(data: bytes) -> list[bytes]:
     glen = struct.unpack("<Q", data[12:20])[0]
     graph = json.loads(data[20 : 20 + glen])
-    rest = data[20 + glen :]
 
     def with_graph(g: dict) -> bytes:
-        text = json.dumps(g).encode()
-        return data[:12] + struct.pack("<Q", len(text)) + text + rest
+        return _with_graph(data, g)
 
     forward = json.loads(json.dumps(graph))
     forward["nodes"][-1]["inputs"][0] = len(forward["nodes"]) - 1
@@ -1238,12 +1324,31 @@ def test_views_with_bad_windows_or_groups_are_refused_when_loaded() -> None:
     for kind, key, value, message in damages:
         bad = json.loads(json.dumps(graph))
         bad["nodes"][kinds.index(kind)]["attrs"][key] = value
-        text = json.dumps(bad).encode()
-        glen = struct.unpack("<Q", data[12:20])[0]
-        damaged = data[:12] + struct.pack("<Q", len(text)) + text + data[20 + glen :]
         with pytest.raises(byoc.ArtifactError, match=message):
-            artifact = plugin.byoc_deserialize(backend="dnnl", data=damaged)
+            artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
             plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("perm_a", [0, 0, 1, 3], "not a permutation"),
+        ("perm_out", [0, 2, 1], "perm_out must have 4 entries"),
+        ("perm_b", [0, 2, 1, 3], "matmul.*oneDNN refused it"),
+    ],
+)
+def test_products_read_through_bad_views_are_refused_when_loaded(key, value, message) -> None:  # type: ignore[no-untyped-def]
+    """A damaged graph whose product would read or write through a view that is no
+    permutation, or that does not fit the product's shapes, raises ArtifactError."""
+    model = bert_attention(1)
+    step = _dnnl_step(byoc.compile(model, {**DNNL, "compile": {"placement": "static"}}))
+    data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
+    bad = step.artifact.graph
+    scores = next(n for n in bad["nodes"] if n.get("attrs", {}).get("perm_a"))
+    scores["attrs"][key] = value
+    with pytest.raises(byoc.ArtifactError, match=message):
+        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
 def test_bad_inputs_are_refused_before_native_code(compiled: byoc.CompiledModel) -> None:

@@ -200,7 +200,7 @@ class _Builder:
         if isinstance(pattern, Wildcard):
             if pattern.name and pattern.name in self.bound:
                 return self.bound[pattern.name]
-            name = self.leaf(spec)
+            name = self.leaf(spec, constant=False)  # any computed value; const() is a constant
             if pattern.name:
                 self.bound[pattern.name] = name
             return name
@@ -234,6 +234,8 @@ class _Builder:
                 computed = [n for n in names if n]
                 if case.elementwise and computed and not _computed(subs[i]):
                     spec = self._broadcast(computed[0], subs[i])
+                if op_type == "MatMul" and i == 1 and _computed(subs[0]):  # fits the product
+                    spec = In((self.shape_of(names[0])[-1], 4))
                 names[i] = self.value(subs[i], spec)
         return self.add(op_type, names, case, pattern.attrs)[0]
 

@@ -594,6 +594,28 @@ def _residual_check(match: Match) -> str | None:
     return _members_ok(match)
 
 
+def _attention() -> Pattern:
+    """Scaled dot-product attention: ``softmax(q @ k * scale + mask) @ v``, the scale (a Div or
+    Mul by a constant) and the mask (an Add) each optional."""
+    scores = op("MatMul", wildcard(), wildcard())
+    scaled = op("Div", scores, const()) | op("Mul", scores, const(), commutative=True) | scores
+    masked = op("Add", scaled, wildcard("mask"), commutative=True) | scaled
+    return op("MatMul", op("Softmax", masked).named("probs"), wildcard())
+
+
+def _attention_check(match: Match) -> str | None:
+    """Both products are of computed tensors, and the softmax is over the scores' last axis."""
+    if any(
+        m.op_type == "MatMul" and any(m.const(i) is not None for i in (0, 1)) for m in match.nodes
+    ):
+        return "a product by a constant is a dense layer, not attention"
+    softmax = match.producer("probs")
+    rank = _rank(softmax)
+    if int(softmax.attrs.get("axis", -1)) % max(rank, 1) != rank - 1:
+        return "the softmax is not over the scores' last axis"
+    return _members_ok(match)
+
+
 def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
     """Composite patterns, most specific first, like TVM's ``dnnl.py``.
 
@@ -632,6 +654,7 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
         ),
         ("dnnl.dense_bias_relu", op(act_ops, matmul_bias), _members_ok),
         ("dnnl.dense_bias", matmul_bias, _members_ok),
+        ("dnnl.attention", _attention(), _attention_check),
         *(("dnnl.layernorm", p, _layernorm_check) for p in _layernorm_spelled(x)),
         ("dnnl.gelu", _gelu(x), _members_ok),
         ("dnnl.hardswish", _hardswish(x), _members_ok),

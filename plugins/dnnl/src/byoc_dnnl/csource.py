@@ -137,7 +137,8 @@ class _Writer:
             posts, post_reads = self.posts(n)
             reads = self.runtime(ins) + post_reads
             if kind == "matmul":
-                return f"matmul(c, {op[0]}, {op[1]}, {op[2]}, {shape}, {posts})", reads
+                perms = ", ".join(_dims(a.get(k, [])) for k in ("perm_a", "perm_b", "perm_out"))
+                return f"matmul(c, {op[0]}, {op[1]}, {op[2]}, {shape}, {posts}, {perms})", reads
             if kind == "binary":
                 return f'binary(c, "{a["alg"]}", {op[0]}, {op[1]}, {posts})', reads
             geometry = ", ".join(

@@ -56,8 +56,11 @@ void destroy(Context *ctx);
 Kernel *conv(Context &c, bool deconv, const In &src, const In &weights, const In &bias,
              const Dims &dst, const Dims &strides, const Dims &dilations, const Dims &pads_begin,
              const Dims &pads_end, const Posts &posts);
+// perm_a, perm_b: read a or b through a transpose of its storage; perm_dst: write the product
+// through one (the transpose the graph applies next). Empty: none.
 Kernel *matmul(Context &c, const In &a, const In &b, const In &bias, const Dims &dst,
-               const Posts &posts);
+               const Posts &posts, const Dims &perm_a = {}, const Dims &perm_b = {},
+               const Dims &perm_dst = {});
 Kernel *binary(Context &c, const char *alg, const In &a, const In &b, const Posts &posts);
 Kernel *eltwise(Context &c, const char *alg, float alpha, float beta, const In &src);
 Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const Dims &kernel,

@@ -21,8 +21,10 @@ class Fuser:
     outputs). Then a follower is fused only when it reads the kernel's output, that output has
     no other reader and is not a partition output. BatchNormalization and per-channel
     Mul/Div/Add/Sub by a constant fold into conv/deconv/matmul weights and bias while the kernel
-    has no post-ops; then eltwise ops, per-channel or full-size binary ops and (for
-    convolutions) a residual Add become post-ops. The fused kernel runs where its last member ran.
+    has no post-ops; then eltwise ops, per-channel or full-size binary ops (constant or
+    computed operands) and (for convolutions) a residual Add become post-ops. The fused kernel
+    runs where its last member ran. Last, a product of two computed tensors reads and writes
+    through the transposes next to it (attention's heads).
     """
 
     def __init__(self, low: Lowering, outputs: set[str]) -> None:
@@ -47,7 +49,61 @@ class Fuser:
                     alive.insert(j - 1, alive.pop(i))  # run where its last member ran
                     continue
             i += 1
-        return alive
+        return self._transposed_products(alive)
+
+    def _transposed_products(self, kernels: list[Kernel]) -> list[Kernel]:
+        """A product of two computed tensors (attention's scores and context) reads an operand
+        through the transpose in front of it and writes through the transpose after it: a
+        strided view (``perm_a``, ``perm_b``, ``perm_out``) instead of a copy each. Products by
+        constant weights keep their copies: their fast path (a 1x1 convolution) reads dense rows.
+        """
+        low = self.low
+
+        def product(k: Kernel) -> bool:
+            return k.kind == "matmul" and all(low.const(n) is None for n in k.inputs[:2])
+
+        readers: dict[str, list[Kernel]] = {}
+        for k in kernels:
+            for n in dict.fromkeys(self._reads(k)):
+                readers.setdefault(n, []).append(k)
+        gone: set[int] = set()
+        for t in kernels:
+            users = readers.get(t.output, [])
+            if t.kind != "transpose" or t.output in self.outputs or not users:
+                continue
+            if not all(
+                product(u)
+                and t.output not in u.inputs[2:] + [p.get("input") for p in u.post_ops]
+                and not any(
+                    u.inputs[i] == t.output and f"perm_{'ab'[i]}" in u.attrs for i in (0, 1)
+                )
+                for u in users
+            ):
+                continue
+            for u in users:
+                for i in (0, 1):
+                    if u.inputs[i] == t.output:
+                        u.inputs[i] = t.inputs[0]
+                        u.attrs = {**u.attrs, f"perm_{'ab'[i]}": t.attrs["perm"]}
+            users[0].members = t.members + users[0].members
+            readers[t.inputs[0] or ""] = [r for r in readers[t.inputs[0] or ""] if r is not t]
+            readers[t.inputs[0] or ""] += users
+            gone.add(id(t))
+        for k in kernels:
+            t = readers.get(k.output, [None])[0] if len(readers.get(k.output, [])) == 1 else None
+            if (
+                t is None
+                or t.kind != "transpose"
+                or id(t) in gone
+                or not product(k)
+                or k.output in self.outputs
+            ):
+                continue
+            k.attrs = {**k.attrs, "perm_out": t.attrs["perm"]}
+            k.output = t.output
+            k.members += t.members
+            gone.add(id(t))
+        return [k for k in kernels if id(k) not in gone]
 
     def _no_op_views(self, kernels: list[Kernel]) -> list[Kernel]:
         """A view that keeps its input's shape (Identity, Dropout, a Reshape to the same shape)
@@ -179,7 +235,7 @@ class Fuser:
                 k.post_ops.append({"kind": "sum", "input": other})
             else:
                 k.post_ops.append({"kind": "binary", "alg": c.attrs["alg"], "input": other})
-        elif _channel_vector(oshape, axis, channels) and low.const(other) is not None:
+        elif _channel_vector(oshape, axis, channels):  # a bias, or attention's mask
             k.post_ops.append({"kind": "binary", "alg": c.attrs["alg"], "input": other})
         else:
             return False

@@ -35,6 +35,7 @@ using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
 using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
+using byoc_dnnl::inverse;
 using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
 using byoc_dnnl::shuffled;
@@ -283,22 +284,26 @@ Kernel *conv(Context &c, bool deconv, const In &src, const In &weights, const In
 }
 
 Kernel *matmul(Context &c, const In &a, const In &w, const In &bias, const Dims &dst,
-               const Posts &posts) {
-    if (dst.size() < 2 || a.dims.size() != dst.size() || w.dims.size() != dst.size())
+               const Posts &posts, const Dims &perm_a, const Dims &perm_b, const Dims &perm_dst) {
+    if (w.data && !perm_b.empty()) fail("matmul: a transposed constant is folded, not viewed");
+    const memory::desc amd = perm_a.empty() ? plain(a.dims) : permuted(a.dims, perm_a);
+    const memory::desc bmd = perm_b.empty() ? plain(w.dims) : permuted(w.dims, perm_b);
+    const memory::desc dmd = perm_dst.empty() ? plain(dst) : permuted(dst, inverse(perm_dst));
+    const Dims od = dmd.get_dims();
+    if (od.size() < 2 || amd.get_ndims() != (int)od.size() || bmd.get_ndims() != (int)od.size())
         fail("matmul: operands must have the output's rank (>= 2)");
-    memory::desc dmd = plain(dst);
-    primitive_attr attr = post_attr(c, posts, true, dst, &dmd);
-    memory::desc wmd = w.data ? any(w.dims) : plain(w.dims);
+    primitive_attr attr = post_attr(c, posts, true, od, &dmd);
+    memory::desc wmd = w.data ? any(w.dims) : bmd;
     const bool biased = !bias.dims.empty();
-    auto pd = biased ? dnnl::matmul::primitive_desc(c.eng, plain(a.dims), wmd, plain(bias.dims),
-                                                    dmd, attr)
-                     : dnnl::matmul::primitive_desc(c.eng, plain(a.dims), wmd, dmd, attr);
+    auto pd = biased ? dnnl::matmul::primitive_desc(c.eng, amd, wmd, plain(bias.dims), dmd, attr)
+                     : dnnl::matmul::primitive_desc(c.eng, amd, wmd, dmd, attr);
     Builder b(c);
-    b.operand(DNNL_ARG_SRC, a, b.slot(a), plain(a.dims), plain(a.dims));
-    b.operand(DNNL_ARG_WEIGHTS, w, b.slot(w), plain(w.dims), pd.weights_desc());
+    b.operand(DNNL_ARG_SRC, a, b.slot(a), amd, amd);
+    b.operand(DNNL_ARG_WEIGHTS, w, b.slot(w), bmd, pd.weights_desc());
     if (biased) b.operand(DNNL_ARG_BIAS, bias, b.slot(bias), plain(bias.dims), plain(bias.dims));
     post_operands(b, posts, dmd);
-    b.output(dst, dmd);
+    b.output(dst, plain(dst));
+    b.k->dst_given = b.k->dst_want = dmd;  // through a transpose's strided view, if any
     return b.finish(dnnl::matmul(pd), pd);
 }
 

@@ -189,6 +189,17 @@ inline dnnl::memory::desc permuted(const dnnl::memory::dims &in, const dnnl::mem
     return dnnl::memory::desc(out, dnnl::memory::data_type::f32, view);
 }
 
+// The inverse of permutation p: a view of a transpose's output in its source's order of dims.
+inline dnnl::memory::dims inverse(const dnnl::memory::dims &p) {
+    dnnl::memory::dims inv(p.size(), -1);
+    for (size_t j = 0; j < p.size(); ++j) {
+        if (p[j] < 0 || p[j] >= (int64_t)p.size() || inv[p[j]] >= 0)
+            throw std::runtime_error("transpose: perm is not a permutation");
+        inv[p[j]] = (int64_t)j;
+    }
+    return inv;
+}
+
 // The algorithm with this id (its row + 1: what Python sends the shim).
 template <size_t N>
 dnnl::algorithm by_id(const byoc_ops::Alg (&table)[N], int64_t id, const char *what) {

@@ -100,6 +100,9 @@ def _validate_kernel(i: int, node: dict[str, Any]) -> None:
     attrs = node.get("attrs")
     if not isinstance(attrs, dict):
         raise _bad(f"node {i}: attrs must be an object")
+    for key in ("perm_a", "perm_b", "perm_out") if kind == "matmul" else ():
+        if key in attrs:  # a transpose read or written through (the shim checks it permutes)
+            _ints(attrs[key], f"node {i} {key}", len(node["shape"]))
     posts = node.get("post_ops", [])
     if not isinstance(posts, list) or len(posts) > 16:
         raise _bad(f"node {i}: post_ops must be a list (at most 16)")
@@ -307,6 +310,9 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
         elif kind == "binary":
             ip.append(_alg(i, "binary", a))
+        elif kind == "matmul":  # operands read, and a destination written, through a transpose
+            for key in ("perm_a", "perm_b", "perm_out"):
+                ip += [len(a.get(key, [])), *a.get(key, [])]  # checked by _validate_kernel
         elif kind == "resample":
             ip = [_alg(i, "resample", a)]
         elif kind == "eltwise":

@@ -41,6 +41,7 @@ using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
 using byoc_dnnl::fast_layout;
 using byoc_dnnl::innermost;
+using byoc_dnnl::inverse;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
@@ -566,37 +567,69 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
     return true;
 }
 
+// Value v's storage described by md (a strided view of it): a new tensor that shares v's bytes.
+int view_of(Net &n, int v, const memory::desc &md) {
+    int w = new_value(n, md.get_dims(), md);
+    n.values[w].alias_of = v;
+    return w;
+}
+
+// A matmul's transpose (fusion.py): after the post-ops, one permutation for each of a, b and
+// the destination, each a count (0: none; artifacts before them have none) and the perm.
+dims_t read_perm(const Op &op, size_t &at, size_t rank) {
+    if (at >= op.ip.size()) return {};
+    const int64_t count = op.ip[at++];
+    if (count != 0 && count != (int64_t)rank) fail("matmul: a permutation of the wrong rank");
+    return take(op.ip, at, (size_t)count);
+}
+
+// A matmul; an operand the graph transposed first is read through a strided view of the
+// transpose's source, and a destination the graph transposes next is written through one
+// (attention's heads: no copies).
 void lower_matmul(Net &n, const Op &op) {
     std::vector<Post> posts;
-    read_posts(n, op, posts);
+    size_t at = read_posts(n, op, posts).first;
     if (op.ins.size() != 3) fail("matmul takes a, b, bias");
     int a = op.ins[0], b = op.ins[1], bias = op.ins[2];
     check_value(n, a, "matmul a");
     check_value(n, b, "matmul b");
-    const dims_t od = n.values[op.out].dims;
-    if (od.size() < 2 || n.values[a].dims.size() != od.size() ||
-        n.values[b].dims.size() != od.size())
-        fail("matmul operands must have the output's rank (>= 2)");
+    const size_t rank = n.values[op.out].dims.size();
+    const dims_t pa = read_perm(op, at, rank), pb = read_perm(op, at, rank),
+                 pout = read_perm(op, at, rank);
     bool bconst = n.values[root(n, b)].kind == CONST;
-    memory::desc dst_md = plain(od);
+    if (bconst && !pb.empty()) fail("matmul: a transposed constant is folded, not viewed");
+    if (!pa.empty()) a = ensure_plain(n, a);
+    if (!pb.empty()) b = ensure_plain(n, b);
+    const memory::desc amd = pa.empty() ? plain(n.values[a].dims) : permuted(n.values[a].dims, pa);
+    const memory::desc bmd = pb.empty() ? plain(n.values[b].dims) : permuted(n.values[b].dims, pb);
+    const memory::desc dst_md =
+        pout.empty() ? plain(n.values[op.out].dims) : permuted(n.values[op.out].dims, inverse(pout));
+    const dims_t od = dst_md.get_dims();
+    if (od.size() < 2 || amd.get_ndims() != (int)od.size() || bmd.get_ndims() != (int)od.size())
+        fail("matmul operands must have the output's rank (>= 2)");
     primitive_attr attr = make_attr(n, posts, true, &dst_md, od);
-    memory::desc wmd = bconst ? any(n.values[b].dims) : plain(n.values[b].dims);
+    memory::desc wmd = bconst ? any(n.values[b].dims) : bmd;
     matmul::primitive_desc pd;
     if (bias >= 0) {
         check_value(n, bias, "matmul bias");
-        pd = matmul::primitive_desc(n.eng, plain(n.values[a].dims), wmd,
-                                    plain(n.values[bias].dims), dst_md, attr);
+        pd = matmul::primitive_desc(n.eng, amd, wmd, plain(n.values[bias].dims), dst_md, attr);
     } else {
-        pd = matmul::primitive_desc(n.eng, plain(n.values[a].dims), wmd, dst_md, attr);
+        pd = matmul::primitive_desc(n.eng, amd, wmd, dst_md, attr);
     }
-    if (bconst && lower_dense_as_conv(n, op, posts, pd)) return;
-    int sa = ensure_plain(n, a);
-    int sb = ensure_md(n, b, pd.weights_desc());
+    if (bconst && pa.empty() && pout.empty() && lower_dense_as_conv(n, op, posts, pd)) return;
+    int sa = pa.empty() ? ensure_plain(n, a) : view_of(n, a, amd);
+    int sb = pb.empty() ? ensure_md(n, b, pd.weights_desc()) : view_of(n, b, bmd);
     std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, sa}, {DNNL_ARG_WEIGHTS, sb}};
     if (bias >= 0) args.push_back({DNNL_ARG_BIAS, ensure_plain(n, bias)});
-    set_out(n, op.out, pd.dst_desc());
-    post_args(n, posts, pd.dst_desc(), op.out, args);
-    args.push_back({DNNL_ARG_DST, op.out});
+    int dst = op.out;
+    if (pout.empty()) {
+        set_out(n, op.out, pd.dst_desc());
+    } else {
+        set_out(n, op.out, plain(n.values[op.out].dims));
+        dst = view_of(n, op.out, dst_md);
+    }
+    post_args(n, posts, pd.dst_desc(), dst, args);
+    args.push_back({DNNL_ARG_DST, dst});
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
     push(n, matmul(pd), args);
 }
@@ -845,14 +878,9 @@ void lower_view(Net &n, const Op &op) {
 // bytes; md itself by default): one jit reorder.
 void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::desc &md,
                const memory::desc *through = nullptr) {
-    int v = new_value(n, view.get_dims(), view);
-    n.values[v].alias_of = a;
+    int v = view_of(n, a, view);
     set_out(n, out, md);
-    int to = out;
-    if (through) {
-        to = new_value(n, through->get_dims(), *through);
-        n.values[to].alias_of = out;
-    }
+    const int to = through ? view_of(n, out, *through) : out;
     push(n, reorder(reorder::primitive_desc(n.eng, view, n.eng, n.values[to].md)),
          {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, to}});
 }
