@@ -59,7 +59,7 @@ def test_bench_prints_a_table(files):
     done = byoc_cli("bench", path, "-c", cfg, "--runs", "5", "--warmup", "1")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "byoc / onnxruntime =" in out and "median of 5 interleaved runs" in out
+    assert "byoc / onnxruntime =" in out and "median of 5 runs in alternating blocks" in out
     for word in ("examplejson_0", "onnxruntime_0", "examplejson_1", "(executor)", "p10", "p90"):
         assert word in out
     assert done.stderr == ""  # not a terminal: no progress bar
@@ -85,6 +85,15 @@ def test_bench_api_counts_every_run():
     assert report.byoc.p10 <= report.byoc.median <= report.byoc.p90
     with pytest.raises(byoc.ConfigError, match="runs >= 1"):
         bench(model(), CFG, runs=0)
+    with pytest.raises(byoc.ConfigError, match="block >= 1"):
+        bench(model(), CFG, block=0)
+    calls = []
+    compiled = byoc.compile(model(), CFG)
+    real = type(compiled).profile
+    with pytest.MonkeyPatch.context() as mp:  # 7 timed runs of byoc, in blocks of 3, 3 and 1
+        mp.setattr(type(compiled), "profile", lambda self, x: calls.append(1) or real(self, x))
+        assert bench(model(), CFG, runs=7, warmup=0, block=3, gap=0).runs == 7
+    assert len(calls) == 7
 
 
 def test_compile_reports_progress_per_unit():

@@ -1,8 +1,18 @@
 """``byoc bench``: latency of a compiled model against plain onnxruntime, and where it goes.
 
-Runs are interleaved (byoc, onnxruntime, then onnxruntime, byoc, ...) after a warm-up, so
-both see the same machine state; each byoc run is timed per step with
+Runs alternate in blocks (byoc's, onnxruntime's, then onnxruntime's, byoc's, ...) after a
+warm-up, so both see the same machine state; each byoc run is timed per step with
 ``CompiledModel.profile``. Reports the median and the 10th/90th percentiles.
+
+Both run in this process, so each block starts after an idle gap and an untimed run of its own:
+the gap lets the other side's threads stop spinning (a plain onnxruntime session spins between
+its runs; OpenMP threads spin after a parallel region), the untimed run wakes this side's. Runs
+alternated one by one timed byoc's dnnl partitions while the reference session's threads spun: on
+2 cores CRNN (conv + LSTM) read 2.18x onnxruntime, against 1.02x in separate processes. Runs
+each after a gap instead measured how a partition starts from idle: OpenMP's fixed split of the
+work waits for its slowest thread, and on a shared virtual machine a core that idled can run
+slowly for tens of milliseconds (P5 on dnnl 9 to 25 ms a run, onnxruntime 10 ms). The blocks
+measure runs that follow runs, as ``bench/zoo.py`` does.
 """
 
 from __future__ import annotations
@@ -90,8 +100,8 @@ class BenchReport:
         head += [(k, _ms(s.median), _ms(s.p10), _ms(s.p90)) for k, s in self._totals()]
         lines = _columns(head, right=(1, 2, 3))
         lines.append(
-            f"byoc / onnxruntime = {self.ratio:.2f}x (median of {self.runs} interleaved runs "
-            f"after {self.warmup} warm-up)"
+            f"byoc / onnxruntime = {self.ratio:.2f}x (median of {self.runs} runs in alternating "
+            f"blocks, after {self.warmup} warm-up)"
         )
         rows = [("unit", "backend", "nodes", "median", "p10", "p90", "share")]
         for s in self.steps:
@@ -124,14 +134,19 @@ def bench(
     warmup: int = 3,
     inputs: Mapping[str, np.ndarray] | None = None,
     progress: ProgressFn | None = None,
+    gap: float = 0.05,
+    block: int = 5,
 ) -> BenchReport:
     """Compile ``model``, then time it and plain onnxruntime on the same inputs.
 
     Inputs are random (``[shapes]``, ``[compare] seed``) unless given. onnxruntime runs the
-    whole model with the ``[fallback]`` session options, so thread settings match.
+    whole model with the ``[fallback]`` session options, so thread settings match. ``gap``:
+    idle seconds before each block of ``block`` runs back to back (see the module's docstring).
     """
-    if runs < 1 or warmup < 0:
-        raise ConfigError(f"bench needs runs >= 1 and warmup >= 0, got {runs} and {warmup}")
+    if runs < 1 or warmup < 0 or block < 1:
+        raise ConfigError(
+            f"bench needs runs >= 1, warmup >= 0 and block >= 1, got {runs}, {warmup}, {block}"
+        )
     cfg = load_config(config)
     _, compiled, feeds, session = with_reference(
         model, cfg, inputs, progress, session_options(cfg.fallback)
@@ -143,17 +158,24 @@ def bench(
     totals: list[float] = []
     reference: list[float] = []
     per_step: list[list[float]] = [[] for _ in compiled.steps]
-    for i in range(runs):
-        for which in ("byoc", "ort") if i % 2 == 0 else ("ort", "byoc"):
-            start = time.perf_counter()
+    for b in range(-(-runs // block)):
+        count = min(block, runs - b * block)
+        for which in ("byoc", "ort") if b % 2 == 0 else ("ort", "byoc"):
+            time.sleep(gap)
             if which == "ort":
                 session.run(None, feeds)
-                reference.append(time.perf_counter() - start)
+                for _ in range(count):
+                    start = time.perf_counter()
+                    session.run(None, feeds)
+                    reference.append(time.perf_counter() - start)
                 continue
-            _, times = compiled.profile(inputs)
-            totals.append(time.perf_counter() - start)
-            for k, (_, seconds) in enumerate(times):
-                per_step[k].append(seconds)
+            compiled.run(inputs)
+            for _ in range(count):
+                start = time.perf_counter()
+                _, times = compiled.profile(inputs)
+                totals.append(time.perf_counter() - start)
+                for k, (_, seconds) in enumerate(times):
+                    per_step[k].append(seconds)
     steps = [
         StepTiming(s.unit.name, s.unit.backend, len(s.unit.nodes), Stats.of(t))
         for s, t in zip(compiled.steps, per_step, strict=True)
