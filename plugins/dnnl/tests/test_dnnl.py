@@ -971,17 +971,26 @@ def test_attention_reads_and_writes_its_heads_through_views(
     np.testing.assert_array_equal(again.run(feeds)["y"], compiled.run(feeds)["y"])
 
 
-def test_a_product_by_a_constant_is_a_dense_layer_not_attention() -> None:
-    """Learned queries (a constant operand) make no attention composite: the check says why."""
+@pytest.mark.parametrize(
+    ("keys", "opset", "reason"),
+    [
+        ("const", 17, "a product by a constant is a dense layer, not attention"),
+        ("input", 11, "the softmax is not over the scores' last axis"),  # opset 11: axis=1
+    ],
+)
+def test_what_is_not_attention_is_no_attention_composite(keys, opset, reason) -> None:  # type: ignore[no-untyped-def]
+    """Learned queries (a constant operand), or a softmax over more than the scores' last axis
+    (opset 11's default), make no attention composite: the check says why."""
+    attrs = {"axis": -1} if opset >= 13 else {}
     nodes = [
         node("MatMul", ["x", "keys"], "s"),
-        node("Softmax", ["s"], "p", axis=-1),
+        node("Softmax", ["s"], "p", **attrs),
         node("MatMul", ["p", "x"], "y"),
     ]
-    model = make_model(nodes, {"x": [1, 4, 4]}, ["y"], {"keys": rand(1, 4, 4)})
-    plan = byoc.partition(model, DNNL)
-    reasons = [r for _, r in plan.decisions["y"].refusals]
-    assert any("dnnl.attention: a product by a constant is a dense layer" in r for r in reasons)
+    shapes = {"x": [1, 4, 4]} | ({"keys": [1, 4, 4]} if keys == "input" else {})
+    consts = {"keys": rand(1, 4, 4)} if keys == "const" else {}
+    plan = byoc.partition(make_model(nodes, shapes, ["y"], consts, opset=opset), DNNL)
+    assert any(f"dnnl.attention: {reason}" in r for _, r in plan.decisions["y"].refusals)
     assert plan.decisions["y"].composite != "dnnl.attention"
 
 

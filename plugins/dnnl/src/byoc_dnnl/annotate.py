@@ -611,7 +611,9 @@ def _attention_check(match: Match) -> str | None:
         return "a product by a constant is a dense layer, not attention"
     softmax = match.producer("probs")
     rank = _rank(softmax)
-    if int(softmax.attrs.get("axis", -1)) % max(rank, 1) != rank - 1:
+    opsets = softmax.graph.model.opset_import
+    opset = next((o.version for o in opsets if o.domain in ("", "ai.onnx")), 17)
+    if int(softmax.attrs.get("axis", -1 if opset >= 13 else 1)) % max(rank, 1) != rank - 1:
         return "the softmax is not over the scores' last axis"
     return _members_ok(match)
 
