@@ -86,11 +86,12 @@ class Fuser:
                         u.inputs[i] = t.inputs[0]
                         u.attrs = {**u.attrs, f"perm_{'ab'[i]}": t.attrs["perm"]}
             users[0].members = t.members + users[0].members
-            readers[t.inputs[0] or ""] = [r for r in readers[t.inputs[0] or ""] if r is not t]
-            readers[t.inputs[0] or ""] += users
+            src = t.inputs[0] or ""
+            readers[src] = [r for r in readers[src] if r is not t] + users
             gone.add(id(t))
         for k in kernels:
-            t = readers.get(k.output, [None])[0] if len(readers.get(k.output, [])) == 1 else None
+            only = readers.get(k.output, [])
+            t = only[0] if len(only) == 1 else None
             if (
                 t is None
                 or t.kind != "transpose"

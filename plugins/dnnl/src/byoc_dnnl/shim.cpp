@@ -123,9 +123,6 @@ void use_threads(const Net &n) {
 }
 
 
-
-
-
 int root(const Net &n, int v) {
     while (n.values[v].alias_of >= 0) v = n.values[v].alias_of;
     return v;
@@ -146,6 +143,13 @@ int new_value(Net &n, const dims_t &d, const memory::desc &md) {
     v.defined = true;
     n.values.push_back(v);
     return (int)n.values.size() - 1;
+}
+
+// Value v's storage described by md (a strided view of it): a new tensor that shares v's bytes.
+int view_of(Net &n, int v, const memory::desc &md) {
+    int w = new_value(n, md.get_dims(), md);
+    n.values[w].alias_of = v;
+    return w;
 }
 
 void check_value(const Net &n, int v, const char *what) {
@@ -400,11 +404,9 @@ bool lower_conv_taps(Net &n, const Op &op, const std::vector<Post> &posts, const
     }
     set_out(n, op.out, dst_md);
     for (int64_t k = 0; k < K; ++k) {
-        int win = new_value(n, window.get_dims(), window);
-        n.values[win].alias_of = s;
+        int win = view_of(n, s, window);
         n.values[win].skip = (size_t)(k * d * C) * sizeof(float);
-        int wk = new_value(n, {OC, C, 1}, n.values[wei].md.submemory_desc({OC, C, 1}, {0, 0, k}));
-        n.values[wk].alias_of = wei;
+        int wk = view_of(n, wei, n.values[wei].md.submemory_desc({OC, C, 1}, {0, 0, k}));
         std::vector<std::pair<int, int>> args = {
             {DNNL_ARG_SRC, win}, {DNNL_ARG_WEIGHTS, ensure_md(n, wk, pds[k].weights_desc())}};
         if (k == 0 && bias >= 0) args.push_back({DNNL_ARG_BIAS, bias});
@@ -565,13 +567,6 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
     push(n, convolution_forward(pd), args);
     return true;
-}
-
-// Value v's storage described by md (a strided view of it): a new tensor that shares v's bytes.
-int view_of(Net &n, int v, const memory::desc &md) {
-    int w = new_value(n, md.get_dims(), md);
-    n.values[w].alias_of = v;
-    return w;
 }
 
 // A matmul's transpose (fusion.py): after the post-ops, one permutation for each of a, b and
