@@ -994,6 +994,112 @@ def test_what_is_not_attention_is_no_attention_composite(keys, opset, reason) ->
     assert plan.decisions["y"].composite != "dnnl.attention"
 
 
+def quantized_mlp(tmp_path, per_channel: bool = False, weights: str = "QInt8") -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+    """A transformer's feed-forward block (dense, bias, GELU spelled with Erf, dense, bias,
+    residual) quantized by ``onnxruntime.quantization.quantize_dynamic``: each dense layer is
+    DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul by the scales -> Add of the bias."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    c = {"w1": rand(32, 48) / 4, "b1": rand(48), "w2": rand(48, 32) / 4, "b2": rand(32)}
+    c |= {"sq": np.float32(np.sqrt(2)), "one": np.float32(1), "half": np.float32(0.5)}
+    nodes = [
+        node("MatMul", ["x", "w1"], "m1"),
+        node("Add", ["m1", "b1"], "a1"),
+        node("Div", ["a1", "sq"], "d"),
+        node("Erf", ["d"], "e"),
+        node("Add", ["e", "one"], "e1"),
+        node("Mul", ["a1", "e1"], "g0"),
+        node("Mul", ["g0", "half"], "g"),
+        node("MatMul", ["g", "w2"], "m2"),
+        node("Add", ["b2", "m2"], "a2"),
+        node("Add", ["a2", "x"], "y"),
+    ]
+    onnx.save(make_model(nodes, {"x": [1, 8, 32]}, ["y"], c), tmp_path / "f.onnx")
+    quantize_dynamic(
+        tmp_path / "f.onnx",
+        tmp_path / "q.onnx",
+        per_channel=per_channel,
+        weight_type=getattr(QuantType, weights),
+    )
+    return onnx.load(tmp_path / "q.onnx")
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_dynamically_quantized_dense_layers_run_in_int8(per_channel: bool, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """quantize_dynamic's dense layers are dnnl.qmatmul composites, int8 convolutions over the
+    rows whose source scale and zero point are found at run time, as DynamicQuantizeLinear
+    finds them; GELU and the residual are their post-ops. Outputs equal onnxruntime's, and the
+    compiled model saves and loads back."""
+    model = quantized_mlp(tmp_path, per_channel)
+    x = rand(1, 8, 32)
+    report = assert_matches_onnxruntime(model, DNNL, {"x": x})
+    decisions = report.plan.decisions
+    assert {d.backend for d in decisions.values()} == {"dnnl"}
+    assert sum(d.composite == "dnnl.qmatmul" for d in decisions.values()) == 10  # 2 x 5 nodes
+    compiled = byoc.compile(model, DNNL)
+    step = _dnnl_step(compiled)
+    kernels = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+    assert [k["kind"] for k in kernels] == ["qmatmul", "qmatmul"]
+    assert [[p["kind"] for p in k["post_ops"]] for k in kernels] == [["eltwise"], ["binary"]]
+    impls = [i for _, i in step.runtime.implementations()]
+    assert sum(i.startswith("convolution") and "int8" in i for i in impls) == 2, impls
+    assert not [i for i in impls if "ref" in i]
+    again = byoc.load(compiled.save(tmp_path / "q.byoc"))
+    np.testing.assert_array_equal(again.run({"x": x})["y"], compiled.run({"x": x})["y"])
+
+
+def test_int8_layers_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """u8 weights, or int8 weights with a zero point, make no qmatmul composite, and the reason
+    is given; a DynamicQuantizeLinear whose output something else reads stays with onnxruntime;
+    in C source mode the int8 layers are not claimed."""
+
+    def refusals(model: onnx.ModelProto, config: dict = DNNL, first: bool = False) -> list[str]:
+        """The refusals, when the first (or every) dense layer is no qmatmul composite."""
+        decisions = byoc.partition(model, config).decisions
+        layers = ["m1_quant"] if first else ["m1_quant", "m2_quant"]
+        assert all(decisions[n].composite != "dnnl.qmatmul" for n in layers)
+        return [r for d in decisions.values() for _, r in d.refusals]
+
+    u8 = refusals(quantized_mlp(tmp_path, weights="QUInt8"))
+    assert any("uint8 of rank 2; int8" in r for r in u8)
+    model = quantized_mlp(tmp_path)
+    for t in model.graph.initializer:
+        if t.name.endswith("zero_point"):
+            t.CopyFrom(onnx.numpy_helper.from_array(np.int8(3), t.name))
+    assert any("zero point is not 0" in r for r in refusals(model))
+    model = quantized_mlp(tmp_path)
+    model.graph.output.append(
+        onnx.helper.make_tensor_value_info("x_scale", onnx.TensorProto.FLOAT, [])
+    )
+    assert any("read by something other" in r for r in refusals(model, first=True))
+    refusals(quantized_mlp(tmp_path), {**DNNL, **MODES[1]})
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [("weight", "not an int8 value"), ("scale", "one or one per column")],
+)
+def test_int8_layers_with_damaged_weights_are_refused_when_loaded(
+    damage, message, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """A damaged artifact whose int8 weights are not int8 values, or whose weights' scale has
+    the wrong size, raises ArtifactError when it is loaded."""
+    step = _dnnl_step(byoc.compile(quantized_mlp(tmp_path), DNNL))
+    graph = step.artifact.graph
+    qmatmul = next(n for n in graph["nodes"] if n.get("kind") == "qmatmul")
+    w, scale = (graph["nodes"][qmatmul["inputs"][i]]["name"] for i in (1, 3))
+    weights = dict(step.artifact.weights)
+    if damage == "weight":
+        weights[w] = weights[w].copy()
+        weights[w].flat[0] = 300.5
+    else:
+        weights[scale] = np.ones(5, np.float32)
+        graph["nodes"][qmatmul["inputs"][3]]["shape"] = [5]
+    artifact = Artifact(json.dumps(graph), weights)
+    with pytest.raises(byoc.ArtifactError, match=message):
+        plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
 def avx2() -> bool:
     try:
         with open("/proc/cpuinfo") as f:

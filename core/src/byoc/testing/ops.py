@@ -118,6 +118,7 @@ OP_CASES: dict[str, Case] = {
     "Split": Case(attrs={"axis": 1, "num_outputs": 2}, outputs=2, opset=18),
     "Reshape": Case((_X, _c([1, -1], _I64))),
     "Dropout": Case(),
+    "DynamicQuantizeLinear": Case(outputs=3),
     "Flatten": Case(attrs={"axis": 1}),
     "Transpose": Case(attrs={"perm": [0, 2, 3, 1]}),
     "Squeeze": Case((In((1, 4, 1, 6)), _c([2], _I64))),

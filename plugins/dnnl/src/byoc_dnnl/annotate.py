@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 import numpy as np
+import onnx
 from byoc import NodeView
 from byoc.patterns import Match, Pattern, const, op, wildcard
 
@@ -36,6 +37,8 @@ def weighted(node: NodeView) -> bool:
     """
     if node.op_type in ("Conv", "ConvTranspose"):
         return True
+    if node.op_type == "MatMulInteger":  # a dynamically quantized dense layer (dnnl.qmatmul)
+        return node.const(1) is not None
     return node.op_type in ("MatMul", "Gemm") and any(node.const(i) is not None for i in (0, 1))
 
 
@@ -494,9 +497,27 @@ def _with_types(check: Check) -> Check:
     return run
 
 
+def _dynamic_quantize(node: NodeView) -> str | None:
+    """DynamicQuantizeLinear makes no kernel of its own: the int8 dense layers reading it
+    (``dnnl.qmatmul``) quantize its input, so it is claimed only when they alone read it."""
+    t = node.input_type(0)
+    if t is None or t.dtype != np.float32 or not t.is_static or not t.shape:
+        return f"input '{node.inputs[0]}' must be float32 of a static shape (rank >= 1)"
+    graph = node.graph
+    for i, name in enumerate(node.outputs):
+        readers = {graph.nodes[r].op_type for r in graph.consumers.get(name, [])}
+        if name in graph.outputs or not readers <= {("MatMulInteger", "Mul", "MatMulInteger")[i]}:
+            return "an output is read by something other than the int8 dense layers after it"
+    return None
+
+
 def supported_ops(config: Mapping[str, Any]) -> dict[str, Check]:
-    """The single ops the backend claims, each with its check."""
-    return {op_type: _with_types(check) for op_type, check in _CHECKS.items()}
+    """The single ops the backend claims, each with its check. DynamicQuantizeLinear and the
+    int8 dense layers after it run in the JSON runtime only (``codegen = "json"``)."""
+    ops = {op_type: _with_types(check) for op_type, check in _CHECKS.items()}
+    if config.get("codegen", "json") == "json":
+        ops["DynamicQuantizeLinear"] = _dynamic_quantize
+    return ops
 
 
 # -- composite patterns ---------------------------------------------------------------------
@@ -618,6 +639,58 @@ def _attention_check(match: Match) -> str | None:
     return _members_ok(match)
 
 
+def _qmatmul() -> tuple[Pattern, Pattern]:
+    """A dense layer as ``onnxruntime.quantization.quantize_dynamic`` writes it: MatMulInteger of
+    a DynamicQuantizeLinear's u8 output by constant int8 weights, Cast to float, times the
+    activation's scale times the weights' (one, or one per column); with a bias, and without."""
+    xq, xzp, w = wildcard("xq"), wildcard("xzp"), const("w")
+    product = op("MatMulInteger", xq, w, xzp, const("wzp")) | op("MatMulInteger", xq, w, xzp)
+    scale = op("Mul", wildcard("xs"), const("ws"), commutative=True)
+    y = op("Mul", op("Cast", product).named("int"), scale, commutative=True)
+    return op("Add", y, const("bias"), commutative=True), y
+
+
+def _qmatmul_check(match: Match) -> str | None:
+    """The activation, its scale and zero point are one DynamicQuantizeLinear's outputs; the
+    weights are int8 (zero point 0) of shape (K, N); scales and bias are float32 per layer or
+    per column."""
+    graph, b = match.graph, match.bound
+    index = graph.producer.get(b["xq"])
+    quantize = graph.view(index) if index is not None else None
+    if quantize is None or quantize.op_type != "DynamicQuantizeLinear":
+        return "its activation does not come from a DynamicQuantizeLinear"
+    if list(quantize.outputs) != [b["xq"], b["xs"], b["xzp"]]:
+        return "its activation, scale and zero point are not one DynamicQuantizeLinear's"
+    reason = _dynamic_quantize(quantize)
+    if reason:
+        return f"{quantize.name}: {reason}"
+    w, ws = match.constant("w"), match.constant("ws")
+    assert w is not None and ws is not None
+    wzp = match.constant("wzp") if "wzp" in b else None
+    if w.dtype != np.int8 or w.ndim != 2:
+        return f"the weights are {w.dtype} of rank {w.ndim}; int8 of rank 2 is supported"
+    n = w.shape[1]
+    if wzp is not None and np.any(wzp != 0):
+        return "the weights' zero point is not 0 (only symmetric int8 weights are supported)"
+    if ws.dtype != np.float32 or ws.size not in (1, n) or not np.all(np.isfinite(ws)):
+        return f"the weights' scale must be {n} or one finite float32 values"
+    if int(match.producer("int").attrs.get("to", 0)) != onnx.TensorProto.FLOAT:
+        return "the product is not cast to float32"
+    x = quantize.input_type(0)
+    out = match.root.output_type(0)
+    assert x is not None and x.shape is not None
+    if len(x.shape) < 2 or x.shape[-1] != w.shape[0]:
+        return f"the activation {x} is not (..., {w.shape[0]}), a product by weights {w.shape}"
+    if out is None or out.dtype != np.float32 or not out.is_static:
+        return "the output is not float32 of a static shape"
+    bias = match.constant("bias") if "bias" in b else None
+    if bias is not None and (
+        bias.dtype != np.float32 or bias.size != n or bias.ndim > len(x.shape)
+    ):
+        return f"the bias must be {n} float32 values along the last axis"
+    return None
+
+
 def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
     """Composite patterns, most specific first, like TVM's ``dnnl.py``.
 
@@ -635,7 +708,9 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
     residual = op("Add", conv | bn | conv_bias, wildcard("residual"), commutative=True).named("sum")
     matmul = op("MatMul", wildcard(), const())
     matmul_bias = op("Add", matmul, const(), commutative=True)
+    int8 = config.get("codegen", "json") == "json"  # the C kernel library has no int8 kernels
     return [
+        *(("dnnl.qmatmul", p, _qmatmul_check) for p in (_qmatmul() if int8 else ())),
         ("dnnl.conv2d_bias_sum_relu", op("Relu", residual), _residual_check),
         ("dnnl.conv2d_bias_sum", residual, _residual_check),
         ("dnnl.conv2d_bn_hardswish", _hardswish(bn.named("x")), _members_ok),

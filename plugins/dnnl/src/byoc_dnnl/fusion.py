@@ -8,6 +8,7 @@ from collections import Counter
 import numpy as np
 
 from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering, reciprocal
+from byoc_dnnl.ops import FUSES
 
 
 class Fuser:
@@ -39,7 +40,7 @@ class Fuser:
         i = 0
         while i < len(alive):
             k = alive[i]
-            if k.kind in ("conv", "deconv", "matmul", "binary") and len(k.post_ops) < MAX_POST_OPS:
+            if k.kind in FUSES and len(k.post_ops) < MAX_POST_OPS:
                 readers = [j for j, c in enumerate(alive) if k.output in self._reads(c)]
                 j = readers[0] if len(readers) == 1 else -1
                 if k.output not in self.outputs and j > i and self._fuse(k, alive[j]):
@@ -198,7 +199,7 @@ class Fuser:
 
     def _channels(self, k: Kernel) -> tuple[int, int]:
         shape = self.low.shape(k.output)
-        axis = len(shape) - 1 if k.kind == "matmul" else 1
+        axis = len(shape) - 1 if k.kind in ("matmul", "qmatmul") else 1
         return axis, shape[axis]
 
     def _fuse(self, k: Kernel, c: Kernel) -> bool:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from byoc import NodeView, Partition
+from byoc import NodesRefused, NodeView, Partition
 from byoc.plan import Composite
 
 from byoc_dnnl.annotate import pad_amounts, slice_window, split_offsets
@@ -49,6 +49,7 @@ class Lowering:
         self.consts: dict[str, np.ndarray] = {}
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.kernels: list[Kernel] = []
+        self.quantized: dict[str, str] = {}  # DynamicQuantizeLinear: its u8 output -> its input
         self._fresh = 0
 
     # -- values ---------------------------------------------------------------------------
@@ -116,7 +117,9 @@ class Lowering:
     def composite(self, comp: Composite, members: list[NodeView]) -> None:
         start = len(self.kernels)
         idiom = next((a for a in ("hardswish", "swish", "gelu") if comp.name.endswith(a)), None)
-        if comp.name == "dnnl.layernorm":
+        if comp.name == "dnnl.qmatmul":
+            self._qmatmul(comp, members)
+        elif comp.name == "dnnl.layernorm":
             b = comp.bound
             eps = float(np.asarray(self.const(b["eps"])).reshape(-1)[0])
             x, root = b["x"], members[-1]
@@ -140,6 +143,32 @@ class Lowering:
         for k in self.kernels[start:]:
             k.name = comp.name
 
+    def _qmatmul(self, comp: Composite, members: list[NodeView]) -> None:
+        """An int8 dense layer reading a DynamicQuantizeLinear of this partition (which made no
+        kernel: this one quantizes its input); weights, scale and bias as float32 constants."""
+        b, root = comp.bound, members[-1]
+        x = self.quantized.get(b["xq"])
+        if x is None:
+            raise NodesRefused(
+                {m.name: "its DynamicQuantizeLinear runs elsewhere" for m in members}
+            )
+        w = self.const(b["w"])
+        ws = self.const(b["ws"])
+        assert w is not None and ws is not None
+        bias = self.const(b.get("bias"))
+        k = self.emit(
+            "qmatmul",
+            [
+                x,
+                self.new_const(b["w"], w),
+                None if bias is None else self.new_const(b["bias"], bias.reshape(-1)),
+                self.new_const(b["ws"], ws.reshape(-1)),
+            ],
+            root.outputs[0],
+            root,
+        )
+        k.members = [m.name for m in members]
+
     @staticmethod
     def _ancestors(x: str, by_out: dict[str, NodeView]) -> set[str]:
         found: set[str] = set()
@@ -153,6 +182,18 @@ class Lowering:
 
     def node(self, node: NodeView) -> None:
         getattr(self, f"_{node.op_type}", self._unknown)(node)
+
+    def _DynamicQuantizeLinear(self, node: NodeView) -> None:
+        """No kernel: the int8 dense layers reading it (``_qmatmul``) quantize its input. Its
+        outputs exist only inside them (the support check made sure of that in the whole
+        model); refused when the partition lost one of those readers."""
+        readers = {r for name in node.outputs for r in self.graph.consumers.get(name, [])}
+        inside = {n for c in self.partition.composites if c.name == "dnnl.qmatmul" for n in c.nodes}
+        if set(node.outputs) & set(self.partition.outputs) or any(
+            self.graph.nodes[r].name not in inside for r in readers
+        ):
+            raise NodesRefused({node.name: "an int8 dense layer reading it runs elsewhere"})
+        self.quantized[node.outputs[0]] = node.inputs[0]
 
     def _unknown(self, node: NodeView) -> None:
         raise ValueError(f"the dnnl backend cannot lower {node.op_type} (node '{node.name}')")

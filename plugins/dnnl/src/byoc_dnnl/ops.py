@@ -27,7 +27,9 @@ KINDS = (
     "slice",
     "resample",
     "shuffle",
+    "qmatmul",
 )
+FUSES = ("conv", "deconv", "matmul", "qmatmul", "binary")  # the kernels that take post-ops
 POST_KINDS = ("eltwise", "sum", "binary")
 # The JSON graph's algorithm names -> oneDNN's (dnnl::algorithm::<name>).
 ELTWISE_ALGS = {

@@ -18,7 +18,7 @@ from byoc import ArtifactError, InputError
 
 from byoc_dnnl import native
 from byoc_dnnl.codegen import FORMAT, Artifact
-from byoc_dnnl.ops import ALG_IDS, OP_IDS, POST_IDS
+from byoc_dnnl.ops import ALG_IDS, FUSES, OP_IDS, POST_IDS
 
 _MAX_ELEMENTS = 1 << 34
 
@@ -287,7 +287,7 @@ def _alg(i: int, kind: str, attrs: dict[str, Any]) -> int:
 def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int], list[float]]:
     """The shim's integer and float parameters of a kernel node (see shim.cpp)."""
     a, kind = node["attrs"], node["kind"]
-    fused = kind in ("conv", "deconv", "matmul", "binary")
+    fused = kind in FUSES
     if node["post_ops"] and not fused:
         raise _bad(f"node {i}: a {kind} kernel takes no post-ops")
     ip: list[int] = [len(node["post_ops"])] if fused else []

@@ -52,6 +52,7 @@ using byoc_dnnl::ViewPair;
 using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generated)
 
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
+const int QPARAMS = OP_END;  // a custom step that is no op: quantize_dynamic's parameters
 
 struct Value {
     dims_t dims;
@@ -71,7 +72,7 @@ struct Step {
     primitive prim;
     std::vector<std::pair<int, int>> args;  // (DNNL_ARG_*, value id)
     bool has_prim = false;
-    int custom = 0;  // OP_ERF
+    int custom = 0;  // OP_ERF, QPARAMS
     int a = -1, b = -1;
     int op = -1;     // the op (bd_op call) this step belongs to; -1: an output reorder
     int threads = 0; // the OpenMP threads its primitive was made for
@@ -93,6 +94,11 @@ struct Arena {
     ~Arena() { std::free(buf); }
 };
 
+// A tensor's u8 copy and the scale and zero point it was quantized with (quantize_dynamic).
+struct Quantized {
+    int src, q, scale, zp;
+};
+
 struct Net {
     engine eng{engine::kind::cpu, 0};
     bool bf16 = false;
@@ -104,6 +110,7 @@ struct Net {
     int current_op = 0;
     std::vector<std::pair<int, memory::desc>> conv_key;
     std::vector<int> conv_val;
+    std::vector<Quantized> quantized;  // quantize_dynamic's, per source tensor
     size_t arena_size = 0, scratch_size = 0;
     bool finalized = false;
     std::mutex lock;
@@ -481,6 +488,51 @@ void lower_conv(Net &n, const Op &op) {
     push(n, primitive(pd), args);
 }
 
+// A dense layer's post-op operands in the terms of its 1x1 convolution (dst dims cd = {1, N,
+// rows}): full size, or one value per channel. False when one does not fit.
+bool conv_post_dims(const Net &n, const std::vector<Post> &posts, const dims_t &od,
+                    const dims_t &cd, std::vector<dims_t> &post_dims) {
+    const size_t r = od.size();
+    for (const Post &p : posts) {
+        if (p.kind == PO_ELTWISE) {
+            post_dims.push_back({});
+            continue;
+        }
+        const dims_t d = n.values[p.tensor].dims;
+        if (d == od) {
+            post_dims.push_back(cd);
+            continue;
+        }
+        if (d.size() != r || (d[r - 1] != cd[1] && d[r - 1] != 1) || p.kind == PO_SUM) return false;
+        for (size_t i = 0; i + 1 < r; ++i)
+            if (d[i] != 1) return false;
+        post_dims.push_back({1, d[r - 1], 1});
+    }
+    return true;
+}
+
+// The post-ops with their operands viewed in those terms (same storage; dst layout dst_md).
+std::vector<Post> conv_posts(Net &n, const std::vector<Post> &posts,
+                             const std::vector<dims_t> &post_dims, const memory::desc &dst_md) {
+    std::vector<Post> cposts = posts;
+    for (size_t i = 0; i < posts.size(); ++i)
+        if (posts[i].kind != PO_ELTWISE) {
+            const dims_t &d = post_dims[i];
+            const memory::desc md = d == dst_md.get_dims() ? dst_md : plain(d);
+            cposts[i].tensor = view_of(n, ensure_plain(n, posts[i].tensor), md);
+        }
+    return cposts;
+}
+
+// A dense layer's bias as a vector of its N columns (a view of the same storage).
+int bias_vector(Net &n, int bias, int64_t N) {
+    check_value(n, bias, "dense bias");
+    int64_t count = 1;
+    for (auto x : n.values[bias].dims) count *= x;
+    if (count != N) fail("a dense bias must have one value per output column");
+    return view_of(n, ensure_plain(n, bias), plain({N}));
+}
+
 // A dense layer (constant weights, broadcast over the rows) as a 1x1 convolution whose spatial
 // dim is the rows: the rows' row-major layout is the convolution's nwc, so nothing is reordered.
 // Used when oneDNN has no brgemm matmul for this CPU and would run its generic gemm:jit kernel
@@ -504,23 +556,8 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
     if (rows < 2 || K < 64 || N < 64) return false;
     const dims_t cd = {1, N, rows};
     const memory::desc dst_md(cd, dt::f32, tag::nwc);
-    // Post-op operands in the convolution's terms: full size (nwc, as dst) or one per channel.
     std::vector<dims_t> post_dims;
-    for (const Post &p : posts) {
-        if (p.kind == PO_ELTWISE) {
-            post_dims.push_back({});
-            continue;
-        }
-        const dims_t d = n.values[p.tensor].dims;
-        if (d == od) {
-            post_dims.push_back(cd);
-            continue;
-        }
-        if (d.size() != r || (d[r - 1] != N && d[r - 1] != 1) || p.kind == PO_SUM) return false;
-        for (size_t i = 0; i + 1 < r; ++i)
-            if (d[i] != 1) return false;
-        post_dims.push_back({1, d[r - 1], 1});
-    }
+    if (!conv_post_dims(n, posts, od, cd, post_dims)) return false;
     primitive_attr attr = make_attr(n, posts, true, &dst_md, cd, post_dims);
     const memory::desc src_md({1, K, rows}, dt::f32, tag::nwc);
     const memory::desc bias_md = plain({N});
@@ -538,35 +575,135 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
     const std::string impl = pd.impl_info_str();
     if (is_reference(pd) || impl.find("gemm") != std::string::npos) return false;
     // Views of the matmul's tensors in the convolution's terms (same storage).
-    auto view = [&](int v, const dims_t &d, const memory::desc &md) {
-        int w = new_value(n, d, md);
-        n.values[w].alias_of = v;
-        return w;
-    };
-    int src = view(ensure_plain(n, a), src_md.get_dims(), src_md);
-    int wt = view(ensure_plain(n, b), {N, K, 1}, memory::desc({N, K, 1}, dt::f32, {1, N, 1}));
+    int src = view_of(n, ensure_plain(n, a), src_md);
+    int wt = view_of(n, ensure_plain(n, b), memory::desc({N, K, 1}, dt::f32, {1, N, 1}));
     std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, src},
                                              {DNNL_ARG_WEIGHTS, ensure_md(n, wt, pd.weights_desc())}};
-    if (bias >= 0) {
-        check_value(n, bias, "matmul bias");
-        int64_t count = 1;
-        for (auto x : n.values[bias].dims) count *= x;
-        if (count != N) fail("matmul bias must have one value per output column");
-        args.push_back({DNNL_ARG_BIAS, view(ensure_plain(n, bias), {N}, bias_md)});
-    }
-    std::vector<Post> cposts = posts;
-    for (size_t i = 0; i < posts.size(); ++i)
-        if (posts[i].kind != PO_ELTWISE) {
-            const dims_t &d = post_dims[i];
-            cposts[i].tensor = view(ensure_plain(n, posts[i].tensor), d, d == cd ? dst_md : plain(d));
-        }
+    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, bias_vector(n, bias, N)});
     set_out(n, op.out, plain(od));
-    int dst = view(op.out, cd, dst_md);
-    post_args(n, cposts, dst_md, dst, args);
+    int dst = view_of(n, op.out, dst_md);
+    post_args(n, conv_posts(n, posts, post_dims, dst_md), dst_md, dst, args);
     args.push_back({DNNL_ARG_DST, dst});
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
     push(n, convolution_forward(pd), args);
     return true;
+}
+
+// Tensor `src` quantized the way ONNX's DynamicQuantizeLinear does, once per tensor however many
+// layers read it: oneDNN's min and max reductions find its range, a custom step (QPARAMS) turns
+// it into the scale and zero point, and a reorder quantizes with them. (One hand-written pass
+// for min and max, compiled for SSE2, ran slower than the two reductions, jitted for the CPU.)
+Quantized quantize_dynamic(Net &n, int x) {
+    for (const Quantized &c : n.quantized)
+        if (c.src == x) return c;
+    int xp = ensure_plain(n, x);
+    const dims_t d = n.values[x].dims, ones(d.size(), 1);
+    // [min, max] as two floats of one tensor; [scale, zero point] as a float and an int32.
+    int range = new_value(n, {2}, plain({2})), params = new_value(n, {2}, plain({2}));
+    int lo = view_of(n, range, plain(ones)), hi = view_of(n, range, plain(ones));
+    int scale = view_of(n, params, plain({1}));
+    int zp = view_of(n, params, memory::desc({1}, dt::s32, tag::a));
+    n.values[hi].skip = n.values[zp].skip = sizeof(float);
+    for (auto [alg, out] : {std::pair{algorithm::reduction_min, lo}, {algorithm::reduction_max, hi}}) {
+        reduction::primitive_desc pd(n.eng, alg, plain(d), plain(ones), 0.f, 0.f, plain_attr());
+        n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+        push(n, reduction(pd), {{DNNL_ARG_SRC, xp}, {DNNL_ARG_DST, out}});
+    }
+    Step s;
+    s.custom = QPARAMS;
+    s.a = range;
+    s.b = params;
+    n.steps.push_back(s);
+    int q = new_value(n, d, memory::desc(d, dt::u8, plain(d).get_strides()));
+    primitive_attr attr = plain_attr();
+    attr.set_scales_mask(DNNL_ARG_DST, 0);
+    attr.set_zero_points_mask(DNNL_ARG_DST, 0);
+    reorder::primitive_desc pd(n.eng, plain(d), n.eng, n.values[q].md, attr);
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, reorder(pd), {{DNNL_ARG_FROM, xp},
+                          {DNNL_ARG_TO, q},
+                          {DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, scale},
+                          {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, zp}});
+    n.quantized.push_back({x, q, scale, zp});
+    return n.quantized.back();
+}
+
+// DynamicQuantizeLinear's scale and zero point from the range [min, max] (onnxruntime's formula:
+// the range stretched to hold 0, the zero point rounded half to even).
+void run_qparams(const memory &range, const memory &params) {
+    const float *r = (const float *)range.get_data_handle();
+    float lo = std::min(r[0], 0.f), hi = std::max(r[1], 0.f);
+    float scale = hi == lo ? 1.f : (hi - lo) / 255.f;
+    float zp = std::nearbyint(std::clamp(0.f - lo / scale, 0.f, 255.f));
+    if (!(zp >= 0.f && zp <= 255.f)) zp = 0.f;  // a range that is not finite
+    float *p = (float *)params.get_data_handle();
+    p[0] = scale;
+    int32_t z = (int32_t)zp;
+    std::memcpy(p + 1, &z, sizeof z);
+}
+
+// A dense layer of dynamically quantized int8 (onnxruntime's quantize_dynamic: MatMulInteger of
+// the u8 activation and s8 weights, times the activation's and weights' scales, plus a bias) as
+// an int8 1x1 convolution over the rows, like lower_dense_as_conv: its runtime source scale and
+// zero point come from quantize_dynamic, the weights' scale (one, or one per column) is constant.
+void lower_qmatmul(Net &n, const Op &op) {
+    std::vector<Post> posts;
+    read_posts(n, op, posts);
+    if (op.ins.size() != 4) fail("qmatmul takes a, b, bias, b's scale");
+    int a = op.ins[0], b = op.ins[1], bias = op.ins[2], bs = op.ins[3];
+    check_value(n, a, "qmatmul a");
+    check_value(n, b, "qmatmul b");
+    check_value(n, bs, "qmatmul scale");
+    if (n.values[root(n, b)].kind != CONST || n.values[root(n, bs)].kind != CONST)
+        fail("qmatmul: the weights and their scale must be constants");
+    const dims_t od = n.values[op.out].dims, ad = n.values[a].dims, bd = n.values[b].dims;
+    const size_t r = od.size();
+    if (r < 2 || ad.size() != r || bd.size() != 2 || bd[0] != ad[r - 1] || bd[1] != od[r - 1])
+        fail("qmatmul: a is (..., K), b is (K, N) and the output (..., N)");
+    const int64_t K = bd[0], N = bd[1];
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < r; ++i) {
+        if (ad[i] != od[i]) fail("qmatmul: a and the output differ outside the last dim");
+        rows *= od[i];
+    }
+    int64_t scales = 1;
+    for (auto x : n.values[bs].dims) scales *= x;
+    if (scales != 1 && scales != N) fail("qmatmul: the weights' scale must be one or one per column");
+    const Value &w = n.values[root(n, b)];
+    const float *wv = (const float *)(w.data.get() + skipped(n, b));
+    for (int64_t i = 0; i < K * N; ++i)
+        if (!(wv[i] >= -128.f && wv[i] <= 127.f) || wv[i] != std::nearbyint(wv[i]))
+            fail("qmatmul: a weight is not an int8 value");
+    const dims_t cd = {1, N, rows};
+    const memory::desc dst_md(cd, dt::f32, tag::nwc), src_md({1, K, rows}, dt::u8, tag::nwc);
+    std::vector<dims_t> post_dims;
+    if (!conv_post_dims(n, posts, od, cd, post_dims)) fail("qmatmul: a post-op operand does not fit");
+    primitive_attr attr = make_attr(n, posts, false, &dst_md, cd, post_dims);
+    attr.set_scales_mask(DNNL_ARG_SRC, 0);
+    attr.set_scales_mask(DNNL_ARG_WEIGHTS, scales == 1 ? 0 : 1);
+    attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
+    const memory::desc wmd = memory::desc({N, K, 1}, dt::s8, tag::any);
+    auto pd = bias >= 0 ? convolution_forward::primitive_desc(
+                              n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
+                              src_md, wmd, plain({N}), dst_md, {1}, {0}, {0}, attr)
+                        : convolution_forward::primitive_desc(
+                              n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
+                              src_md, wmd, dst_md, {1}, {0}, {0}, attr);
+    const Quantized q = quantize_dynamic(n, a);
+    int wt = view_of(n, b, memory::desc({N, K, 1}, dt::f32, {1, N, 1}));
+    std::vector<std::pair<int, int>> args = {
+        {DNNL_ARG_SRC, view_of(n, q.q, src_md)},
+        {DNNL_ARG_WEIGHTS, ensure_md(n, wt, pd.weights_desc())},
+        {DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, q.scale},
+        {DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, view_of(n, ensure_plain(n, bs), plain({scales}))},
+        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q.zp}};
+    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, bias_vector(n, bias, N)});
+    set_out(n, op.out, plain(od));
+    int dst = view_of(n, op.out, dst_md);
+    post_args(n, conv_posts(n, posts, post_dims, dst_md), dst_md, dst, args);
+    args.push_back({DNNL_ARG_DST, dst});
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, convolution_forward(pd), args);
 }
 
 // A matmul's transpose (fusion.py): after the post-ops, one permutation for each of a, b and
@@ -972,6 +1109,7 @@ void lower(Net &n, const Op &op) {
         case OP_SLICE: lower_slice(n, op); break;
         case OP_RESAMPLE: lower_resample(n, op); break;
         case OP_SHUFFLE: lower_shuffle(n, op); break;
+        case OP_QMATMUL: lower_qmatmul(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
@@ -1283,6 +1421,7 @@ int bd_run(void *net, void *const *ins, void *const *outs, double *times, char *
             const Step &s = n->steps[i];
             auto t0 = std::chrono::steady_clock::now();
             if (s.has_prim) s.prim.execute(a->strm, a->args[i]);
+            else if (s.custom == QPARAMS) run_qparams(a->mems[s.a], a->mems[s.b]);
             else run_erf(a->mems[s.a], a->mems[s.b]);
             if (times) {
                 a->strm.wait();
