@@ -524,13 +524,26 @@ std::vector<Post> conv_posts(Net &n, const std::vector<Post> &posts,
     return cposts;
 }
 
-// A dense layer's bias as a vector of its N columns (a view of the same storage).
-int bias_vector(Net &n, int bias, int64_t N) {
-    check_value(n, bias, "dense bias");
-    int64_t count = 1;
-    for (auto x : n.values[bias].dims) count *= x;
-    if (count != N) fail("a dense bias must have one value per output column");
-    return view_of(n, ensure_plain(n, bias), plain({N}));
+// A dense layer's 1x1 convolution step (pd, its source and weights in args): its bias as a
+// vector of the N columns, its post-ops, its destination (the output's rows as nwc).
+void push_dense_conv(Net &n, const Op &op, const convolution_forward::primitive_desc &pd,
+                     std::vector<std::pair<int, int>> args, const std::vector<Post> &posts,
+                     const std::vector<dims_t> &post_dims) {
+    const memory::desc dst_md = pd.dst_desc();
+    const int64_t N = dst_md.get_dims()[1];
+    if (int bias = op.ins[2]; bias >= 0) {
+        check_value(n, bias, "dense bias");
+        int64_t count = 1;
+        for (auto x : n.values[bias].dims) count *= x;
+        if (count != N) fail("a dense bias must have one value per output column");
+        args.push_back({DNNL_ARG_BIAS, view_of(n, ensure_plain(n, bias), plain({N}))});
+    }
+    set_out(n, op.out, plain(n.values[op.out].dims));
+    int dst = view_of(n, op.out, dst_md);
+    post_args(n, conv_posts(n, posts, post_dims, dst_md), dst_md, dst, args);
+    args.push_back({DNNL_ARG_DST, dst});
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, convolution_forward(pd), args);
 }
 
 // A dense layer (constant weights, broadcast over the rows) as a 1x1 convolution whose spatial
@@ -579,13 +592,7 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
     int wt = view_of(n, ensure_plain(n, b), memory::desc({N, K, 1}, dt::f32, {1, N, 1}));
     std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, src},
                                              {DNNL_ARG_WEIGHTS, ensure_md(n, wt, pd.weights_desc())}};
-    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, bias_vector(n, bias, N)});
-    set_out(n, op.out, plain(od));
-    int dst = view_of(n, op.out, dst_md);
-    post_args(n, conv_posts(n, posts, post_dims, dst_md), dst_md, dst, args);
-    args.push_back({DNNL_ARG_DST, dst});
-    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, convolution_forward(pd), args);
+    push_dense_conv(n, op, pd, args, posts, post_dims);
     return true;
 }
 
@@ -697,13 +704,7 @@ void lower_qmatmul(Net &n, const Op &op) {
         {DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, q.scale},
         {DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, view_of(n, ensure_plain(n, bs), plain({scales}))},
         {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q.zp}};
-    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, bias_vector(n, bias, N)});
-    set_out(n, op.out, plain(od));
-    int dst = view_of(n, op.out, dst_md);
-    post_args(n, conv_posts(n, posts, post_dims, dst_md), dst_md, dst, args);
-    args.push_back({DNNL_ARG_DST, dst});
-    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, convolution_forward(pd), args);
+    push_dense_conv(n, op, pd, args, posts, post_dims);
 }
 
 // A matmul's transpose (fusion.py): after the post-ops, one permutation for each of a, b and
