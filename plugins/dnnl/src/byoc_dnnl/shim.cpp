@@ -52,7 +52,7 @@ using byoc_dnnl::ViewPair;
 using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generated)
 
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
-const int QPARAMS = OP_END;  // a custom step that is no op: quantize_dynamic's parameters
+const int QPARAMS = OP_END;  // a custom step (no op kind): quantize_dynamic's parameters
 
 struct Value {
     dims_t dims;
@@ -676,8 +676,8 @@ void lower_qmatmul(Net &n, const Op &op) {
     int64_t scales = 1;
     for (auto x : n.values[bs].dims) scales *= x;
     if (scales != 1 && scales != N) fail("qmatmul: the weights' scale must be one or one per column");
-    const Value &w = n.values[root(n, b)];
-    const float *wv = (const float *)(w.data.get() + skipped(n, b));
+    b = ensure_plain(n, b);  // (K, N) rows, read as (N, K, 1) below
+    const float *wv = (const float *)(n.values[root(n, b)].data.get() + skipped(n, b));
     for (int64_t i = 0; i < K * N; ++i)
         if (!(wv[i] >= -128.f && wv[i] <= 127.f) || wv[i] != std::nearbyint(wv[i]))
             fail("qmatmul: a weight is not an int8 value");
