@@ -571,18 +571,57 @@ def test_reduce_over_the_spatial_axes_is_a_global_pooling(mode: dict) -> None:
     assert dnnl_kinds(byoc.compile(model, config)).count("pool") == 3
 
 
-def test_reduce_over_other_axes_is_refused_with_reason() -> None:
-    """A mean over the channels, or over the spatial axes and the channels, is no global
-    pooling: onnxruntime computes it, and byoc explain says why."""
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_reduce_over_adjacent_axes_is_a_pooling(mode: dict) -> None:
+    """A sentence embedding's mean pooling (ReduceSum over the tokens of the masked hidden
+    states and of the mask, Clip, Div), and reduces over the channels, the last axis, all axes
+    (none named), axes of size 1 only, and none (noop_with_empty_axes): one partition whose
+    reduce kernels all run oneDNN's jit pooling, in both codegen modes."""
     i64 = np.int64
     nodes, consts = conv_stem()
-    consts |= {"c": np.array([1], i64), "all": np.array([1, 2, 3], i64)}
-    nodes += [node("ReduceMean", ["h", "c"], "y"), node("ReduceMax", ["h", "all"], "z")]
-    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "z"], consts, opset=18)
+    consts |= {"w": rand(12, 16), "t": np.array([1], i64), "lo": np.float32(1e-9)}
+    consts |= {"c": np.array([1], i64), "cs": np.array([1, 2, 3], i64), "z": np.array([], i64)}
+    consts |= {"n": np.array([0], i64), "last": np.array([-1], i64)}
+    nodes += [
+        node("Reshape", ["h", "seq"], "hs"),  # (1, 80, 12): 80 tokens of 12 features
+        node("MatMul", ["hs", "w"], "e"),  # (1, 80, 16)
+        node("Mul", ["e", "mask"], "em"),
+        node("ReduceSum", ["em", "t"], "s", keepdims=0),  # (1, 16)
+        node("ReduceSum", ["mask", "t"], "ms", keepdims=0),  # (1, 1)
+        node("Clip", ["ms", "lo"], "mc"),
+        node("Div", ["s", "mc"], "y0"),
+        node("ReduceSum", ["h", "c"], "y1"),  # over 8 channels of 120 pixels
+        node("ReduceMean", ["h", "cs"], "y2", keepdims=0),  # (1,): every axis but the batch
+        node("ReduceMax", ["e", "last"], "y3"),  # (1, 80, 1): a rank-3 global pooling
+        node("ReduceSum", ["e"], "y4"),  # (1, 1, 1): all axes
+        node("ReduceMean", ["e", "n"], "y5"),  # axes of size 1 only: a view
+        node("ReduceSum", ["e", "z"], "y6", noop_with_empty_axes=1),  # an identity
+    ]
+    consts["seq"] = np.array([1, 80, 12], i64)
+    outputs = ["y0", "y1", "y2", "y3", "y4", "y5", "y6"]
+    model = make_model(nodes, {"x": [1, 3, 10, 12], "mask": [1, 80, 1]}, outputs, consts, opset=18)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    for op_type in ("ReduceSum", "ReduceMean", "ReduceMax"):
+        claimed(report, op_type)
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    compiled = byoc.compile(model, config)
+    kinds = dnnl_kinds(compiled)
+    assert (kinds.count("reduce"), kinds.count("pool")) == (5, 1), kinds
+    impls = [i for s in compiled.steps for _, i in s.runtime.implementations()]
+    assert sum(i.startswith("pooling jit") for i in impls) == 6, impls
+
+
+def test_reduce_over_axes_apart_is_refused_with_reason() -> None:
+    """A sum over the channels and the columns (not the rows between them) is no pooling of a
+    view: onnxruntime computes it, and byoc explain says why."""
+    nodes, consts = conv_stem()
+    consts["a"] = np.array([1, 3], np.int64)
+    nodes += [node("ReduceSum", ["h", "a"], "y")]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts, opset=18)
     decisions = assert_matches_onnxruntime(model, DNNL).plan.decisions
-    for name in ("y", "z"):
-        assert decisions[name].backend == "onnxruntime"
-        assert any("other axes than all the spatial ones" in r for _, r in decisions[name].refusals)
+    assert decisions["y"].backend == "onnxruntime"
+    assert any("must be adjacent" in r for _, r in decisions["y"].refusals)
 
 
 def test_pad_that_is_not_a_zero_padding_of_a_convolution_is_a_concat() -> None:
@@ -1442,6 +1481,35 @@ def test_views_with_bad_windows_or_groups_are_refused_when_loaded() -> None:
         with pytest.raises(byoc.ArtifactError, match=message):
             artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
             plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "message"),
+    [
+        ("alg", "median", "unknown reduce algorithm 'median'"),
+        ("shape", [1, 1, 10, 1], "reduce: the reduced axes must be adjacent"),
+        ("shape", [1, 2, 10, 12], "reduce: an output dim is neither 1 nor kept"),
+    ],
+)
+def test_reduce_kernels_with_bad_shapes_are_refused_when_loaded(key, value, message) -> None:  # type: ignore[no-untyped-def]
+    """A damaged graph whose reduce kernel names an unknown algorithm, or whose output shape
+    reduces axes apart or shrinks one to neither 1 nor its size, raises ArtifactError before any
+    data is read."""
+    nodes, consts = conv_stem()
+    consts["c"] = np.array([1], np.int64)
+    nodes += [node("ReduceSum", ["h", "c"], "y")]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts, opset=18)
+    step = _dnnl_step(byoc.compile(model, {**DNNL, "compile": {"placement": "static"}}))
+    data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
+    bad = step.artifact.graph
+    reduce = next(n for n in bad["nodes"] if n.get("kind") == "reduce")
+    if key == "alg":
+        reduce["attrs"]["alg"] = value
+    else:
+        reduce["shape"] = value
+    with pytest.raises(byoc.ArtifactError, match=message):
+        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
 @pytest.mark.parametrize(

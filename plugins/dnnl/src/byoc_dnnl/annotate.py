@@ -22,7 +22,7 @@ Check = Callable[[NodeView], str | None]
 ELTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Erf")
 BINARY = ("Add", "Sub", "Mul", "Div")
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
-REDUCE = ("ReduceMean", "ReduceMax")  # over the spatial axes: global pooling
+REDUCE = ("ReduceMean", "ReduceMax", "ReduceSum")
 
 
 def weighted(node: NodeView) -> bool:
@@ -216,14 +216,29 @@ def _reduce_axes(node: NodeView) -> list[int] | str | None:
     return None if axes is None else sorted(_axes(axes, _rank(node)))
 
 
-def _reduce(node: NodeView) -> str | None:
-    """A mean or max over every spatial axis (2 and on) is a global pooling: squeeze-excite
-    blocks exported from Paddle or TensorFlow spell GlobalAveragePool this way."""
-    rank, axes = _rank(node), _reduce_axes(node)
+def reduced_axes(node: NodeView) -> list[int] | str:
+    """The axes a Reduce reduces, sorted (none: an identity), or why they are not known."""
+    axes = _reduce_axes(node)
     if isinstance(axes, str):
         return axes
-    if not 3 <= rank <= 5 or axes != list(range(2, rank)):
-        return f"{node.op_type} over other axes than all the spatial ones (of rank 3 to 5)"
+    if not axes:  # no axes named: all of them, unless noop_with_empty_axes
+        return [] if node.attrs.get("noop_with_empty_axes", 0) else list(range(_rank(node)))
+    return axes
+
+
+def _reduce(node: NodeView) -> str | None:
+    """A sum, mean or max over one run of adjacent axes (axes of size 1 aside): oneDNN pools the
+    tensor seen as (outer, reduced, inner) (layouts.hpp's reduce_as_pool). Over every spatial
+    axis of rank 3 to 5 it is a global pooling (squeeze-excite blocks exported from Paddle or
+    TensorFlow spell GlobalAveragePool this way); over tokens, a sentence embedding's pooling."""
+    axes = reduced_axes(node)
+    if isinstance(axes, str):
+        return axes
+    t = node.input_type(0)
+    shape = tuple(t.shape or ()) if t is not None else ()
+    big = [a for a in axes if shape[a] > 1]
+    if big and any(shape[i] > 1 and i not in axes for i in range(big[0], big[-1])):
+        return f"{node.op_type} over axes {axes} of shape {list(shape)}: they must be adjacent"
     return None
 
 

@@ -157,6 +157,8 @@ class _Writer:
                 _dims(a[k]) for k in ("kernel", "strides", "dilations", "pads_begin", "pads_end")
             )
             return f'pool(c, "{a["alg"]}", {op[0]}, {shape}, {geometry})', reads
+        if kind == "reduce":
+            return f'reduce(c, "{a["alg"]}", {op[0]}, {shape})', reads
         if kind == "resample":
             return f'resample(c, "{a["alg"]}", {op[0]}, {shape})', reads
         if kind == "lrn":

@@ -66,6 +66,9 @@ Kernel *eltwise(Context &c, const char *alg, float alpha, float beta, const In &
 Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const Dims &kernel,
              const Dims &strides, const Dims &dilations, const Dims &pads_begin,
              const Dims &pads_end);
+// ReduceSum, ReduceMean or ReduceMax ("sum", "mean", "max") over adjacent axes: dst keeps src's
+// rank, with 1 for each reduced dim.
+Kernel *reduce(Context &c, const char *alg, const In &src, const Dims &dst);
 // Local response normalization across channels (ONNX LRN; an odd size).
 Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &src);
 // Resampling of the spatial dims (ONNX Resize, nearest or linear) to dst's dims.

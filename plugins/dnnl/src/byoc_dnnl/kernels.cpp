@@ -38,6 +38,9 @@ using byoc_dnnl::innermost;
 using byoc_dnnl::inverse;
 using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
+using byoc_dnnl::Pooled;
+using byoc_dnnl::reduce_as_pool;
+using byoc_dnnl::reduce_pd;
 using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
 using byoc_dnnl::tanh_as_binary;
@@ -45,6 +48,7 @@ using byoc_dnnl::ViewPair;
 using byoc_ops::BINARY_ALGS;  // the algorithm tables (ops.py, generated)
 using byoc_ops::ELTWISE_ALGS;
 using byoc_ops::POOL_ALGS;
+using byoc_ops::REDUCE_ALGS;
 using byoc_ops::RESAMPLE_ALGS;
 
 [[noreturn]] void fail(const std::string &msg) { throw std::runtime_error(msg); }
@@ -367,6 +371,18 @@ Kernel *pool(Context &c, const char *alg, const In &src, const Dims &dst, const 
                                                pads_end, attr_of(c, false));
     });
     return src_dst<pooling_forward>(c, src, dst, pd);
+}
+
+Kernel *reduce(Context &c, const char *alg, const In &src, const Dims &dst) {
+    const Pooled p = reduce_as_pool(src.dims, dst);
+    const std::string name = alg;
+    auto pd = reduce_pd(c.eng, by_name(REDUCE_ALGS, name, "reduce"), name == "sum", p,
+                        attr_of(c, false));
+    Builder b(c);
+    b.operand(DNNL_ARG_SRC, src, b.slot(src), p.src, p.src);  // views of the plain tensors
+    b.output(dst, plain(dst));
+    b.k->dst_given = b.k->dst_want = p.dst;
+    return b.finish(pooling_forward(pd), pd);
 }
 
 Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &src) {

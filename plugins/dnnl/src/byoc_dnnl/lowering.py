@@ -10,7 +10,7 @@ import numpy as np
 from byoc import NodesRefused, NodeView, Partition
 from byoc.plan import Composite
 
-from byoc_dnnl.annotate import pad_amounts, slice_window, split_offsets
+from byoc_dnnl.annotate import pad_amounts, reduced_axes, slice_window, split_offsets
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
@@ -453,23 +453,36 @@ class Lowering:
         self._pool(node, "max", list(self.shape(node.inputs[0])[2:]))
 
     def _reduce(self, node: NodeView, alg: str) -> None:
-        """A Reduce over every spatial axis (annotate checked) is a global pooling; without
-        keepdims, a view of its (N, C, 1, ...) result."""
+        """A Reduce over adjacent axes (annotate checked): over every spatial axis a global
+        pooling (it reads a blocked source as it is), else a reduce kernel; without keepdims,
+        a view of its result. Over axes of size 1 only, a view."""
         x, y = node.inputs[0], node.outputs[0]
         shape = self.shape(x)
-        if node.attrs.get("keepdims", 1):
-            self._pool(node, alg, list(shape[2:]))
+        axes = reduced_axes(node)
+        assert not isinstance(axes, str)  # annotate refused it
+        if all(shape[a] == 1 for a in axes):
+            self.emit("view", [x], y, node)
             return
-        pooled = f"{y}:pooled"
-        self.shapes[pooled] = (*shape[:2], *[1] * (len(shape) - 2))
-        self._pool(node, alg, list(shape[2:]), pooled)
-        self.emit("view", [pooled], y, node)
+        kept = tuple(1 if i in axes else d for i, d in enumerate(shape))
+        out = y
+        if not node.attrs.get("keepdims", 1):
+            out = f"{y}:kept"
+            self.shapes[out] = kept
+        if alg != "sum" and 3 <= len(shape) <= 5 and axes == list(range(2, len(shape))):
+            self._pool(node, "max" if alg == "max" else "avg_exclude", list(shape[2:]), out)
+        else:
+            self.emit("reduce", [x], out, node, alg=alg)
+        if out != y:
+            self.emit("view", [out], y, node)
 
     def _ReduceMean(self, node: NodeView) -> None:
-        self._reduce(node, "avg_exclude")
+        self._reduce(node, "mean")
 
     def _ReduceMax(self, node: NodeView) -> None:
         self._reduce(node, "max")
+
+    def _ReduceSum(self, node: NodeView) -> None:
+        self._reduce(node, "sum")
 
     def _LRN(self, node: NodeView) -> None:
         a = node.attrs

@@ -28,6 +28,7 @@ KINDS = (
     "resample",
     "shuffle",
     "qmatmul",
+    "reduce",
 )
 FUSES = ("conv", "deconv", "matmul", "qmatmul", "binary")  # the kernels that take post-ops
 POST_KINDS = ("eltwise", "sum", "binary")
@@ -57,6 +58,13 @@ POOL_ALGS = {
     "avg_exclude": "pooling_avg_exclude_padding",
 }
 RESAMPLE_ALGS = {"nearest": "resampling_nearest", "linear": "resampling_linear"}
+# A reduce kernel is a pooling over all the reduced steps (layouts.hpp's reduce_as_pool): a sum
+# is their average times their count.
+REDUCE_ALGS = {
+    "sum": "pooling_avg_exclude_padding",
+    "mean": "pooling_avg_exclude_padding",
+    "max": "pooling_max",
+}
 
 
 def ids(names: Iterable[str]) -> dict[str, int]:
@@ -71,6 +79,7 @@ ALG_IDS = {
     "binary": ids(BINARY_ALGS),
     "pool": ids(POOL_ALGS),
     "resample": ids(RESAMPLE_ALGS),
+    "reduce": ids(REDUCE_ALGS),
 }
 
 
@@ -104,6 +113,7 @@ def header() -> str:
             algs("BINARY_ALGS", BINARY_ALGS),
             algs("POOL_ALGS", POOL_ALGS),
             algs("RESAMPLE_ALGS", RESAMPLE_ALGS),
+            algs("REDUCE_ALGS", REDUCE_ALGS),
             f"inline const char *const SLOW[] = {{{slow}}};",
             "}  // namespace byoc_ops",
             "",

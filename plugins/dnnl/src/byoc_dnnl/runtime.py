@@ -313,8 +313,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
         elif kind == "matmul":  # operands read, and a destination written, through a transpose
             for key in ("perm_a", "perm_b", "perm_out"):
                 ip += [len(a.get(key, [])), *a.get(key, [])]  # checked by _validate_kernel
-        elif kind == "resample":
-            ip = [_alg(i, "resample", a)]
+        elif kind in ("resample", "reduce"):
+            ip = [_alg(i, kind, a)]
         elif kind == "eltwise":
             ip = [_alg(i, "eltwise", a)]
             fp = [_number(a["alpha"], "alpha"), _number(a["beta"], "beta")]

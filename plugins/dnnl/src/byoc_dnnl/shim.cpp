@@ -45,6 +45,9 @@ using byoc_dnnl::inverse;
 using byoc_dnnl::is_reference;
 using byoc_dnnl::permuted;
 using byoc_dnnl::plain;
+using byoc_dnnl::Pooled;
+using byoc_dnnl::reduce_as_pool;
+using byoc_dnnl::reduce_pd;
 using byoc_dnnl::shuffled;
 using byoc_dnnl::stepped_window;
 using byoc_dnnl::tanh_as_binary;
@@ -849,6 +852,24 @@ void lower_pool(Net &n, const Op &op) {
     push_src_dst<pooling_forward>(n, a, op.out, pd);
 }
 
+// A Reduce over adjacent axes: a pooling over views of its plain source and output
+// (layouts.hpp's reduce_as_pool).
+void lower_reduce(Net &n, const Op &op) {
+    if (op.ins.size() != 1 || op.ip.size() != 1) fail("bad reduce op");
+    check_value(n, op.ins[0], "reduce src");
+    int a = ensure_plain(n, op.ins[0]);
+    const dims_t out = n.values[op.out].dims;
+    const Pooled p = reduce_as_pool(n.values[a].dims, out);
+    const algorithm alg = by_id(REDUCE_ALGS, op.ip[0], "reduce");
+    const bool sum = std::string(REDUCE_ALGS[op.ip[0] - 1].name) == "sum";
+    auto pd = reduce_pd(n.eng, alg, sum, p, plain_attr());
+    const int src = view_of(n, a, p.src);
+    set_out(n, op.out, plain(out));
+    const int dst = view_of(n, op.out, p.dst);
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, pooling_forward(pd), {{DNNL_ARG_SRC, src}, {DNNL_ARG_DST, dst}});
+}
+
 void lower_lrn(Net &n, const Op &op) {
     if (op.ins.size() != 1 || op.ip.size() != 1 || op.fp.size() != 3) fail("bad lrn op");
     int a = op.ins[0];
@@ -1111,6 +1132,7 @@ void lower(Net &n, const Op &op) {
         case OP_RESAMPLE: lower_resample(n, op); break;
         case OP_SHUFFLE: lower_shuffle(n, op); break;
         case OP_QMATMUL: lower_qmatmul(n, op); break;
+        case OP_REDUCE: lower_reduce(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
