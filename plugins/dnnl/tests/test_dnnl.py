@@ -60,6 +60,7 @@ UNARY = [
     ("HardSwish", {}, {}),
     ("Elu", {}, {"alpha": 0.7}),
     ("Erf", {}, {}),
+    ("Abs", {}, {}),
 ]
 
 
@@ -868,6 +869,63 @@ def test_a_mean_or_gamma_along_another_axis_is_not_a_layernorm() -> None:
     decisions = report.plan.decisions
     assert decisions["n"].composite == "dnnl.layernorm" and decisions["ng"].composite is None
     assert "gamma varies along other axes" in str(decisions["ln"].refusals)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+@pytest.mark.parametrize("cube", ["pow", "muls"])
+def test_gelu_tanh_is_one_post_op_and_powers_are_eltwise(mode: dict, cube: str) -> None:
+    """GELU's tanh approximation as GPT-2 (``gelu_new``: a Pow) and PyTorch (two Muls) spell it
+    after a dense layer is the composite ``dnnl.gelu_tanh``, one gelu_tanh post-op of the layer;
+    Pow by a constant (2: a square, 1.5: oneDNN's pow), Abs and Sqrt are eltwise kernels."""
+    f32 = np.float32
+    consts = {"w": rand(16, 32), "b": rand(32), "w2": rand(32, 16), "three": f32(3.0)}
+    consts |= {"k": f32(0.044715), "s": f32(np.sqrt(2 / np.pi)), "one": f32(1.0)}
+    consts |= {"half": f32(0.5), "two": f32(2.0), "e": f32(1.5)}
+    if cube == "pow":
+        cubed = [node("Pow", ["h", "three"], "cube")]
+    else:
+        cubed = [node("Mul", ["h", "h"], "sq"), node("Mul", ["h", "sq"], "cube")]
+    nodes = [
+        node("MatMul", ["x", "w"], "m"),
+        node("Add", ["m", "b"], "h"),
+        *cubed,
+        node("Mul", ["k", "cube"], "kc"),
+        node("Add", ["h", "kc"], "in"),
+        node("Mul", ["s", "in"], "sc"),
+        node("Tanh", ["sc"], "t"),
+        node("Add", ["one", "t"], "t1"),
+        node("Mul", ["half", "h"], "hh"),
+        node("Mul", ["hh", "t1"], "g"),
+        node("MatMul", ["g", "w2"], "y"),
+        node("Pow", ["y", "two"], "p2"),
+        node("Abs", ["y"], "ab"),
+        node("Pow", ["ab", "e"], "p15"),
+        node("Sqrt", ["ab"], "rt"),
+        node("Add", ["p2", "p15"], "z0"),
+        node("Add", ["z0", "rt"], "z"),
+    ]
+    model = make_model(nodes, {"x": [2, 8, 16]}, ["z"], consts, opset=17)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    for op_type in ("Tanh", "Pow", "Abs", "Sqrt"):
+        claimed(report, op_type)
+    assert "dnnl.gelu_tanh" in {d.composite for d in report.plan.decisions.values()}
+    compiled = byoc.compile(model, config)
+    graph = _dnnl_step(compiled).artifact.graph
+    kernels = [n for n in graph["nodes"] if n["op"] == "kernel"]
+    assert [p["alg"] for p in kernels[0]["post_ops"]] == ["gelu_tanh"]
+    algs = [n["attrs"]["alg"] for n in kernels if n["kind"] == "eltwise"]
+    assert sorted(algs) == ["abs", "pow", "sqrt", "square"]
+
+
+def test_pow_by_a_computed_exponent_is_refused_with_reason() -> None:
+    """x ** e with e computed at run time is no eltwise: onnxruntime computes it."""
+    nodes, consts = conv_stem()
+    nodes += [node("Abs", ["h"], "a"), node("Pow", ["a", "h"], "y")]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+    decisions = assert_matches_onnxruntime(model, DNNL).plan.decisions
+    assert decisions["y"].backend == "onnxruntime"
+    assert any("exponent must be constants" in r for _, r in decisions["y"].refusals)
 
 
 def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:

@@ -20,6 +20,7 @@ from byoc.patterns import Match, Pattern, const, op, wildcard
 Check = Callable[[NodeView], str | None]
 
 ELTWISE = ("Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "HardSwish", "Elu", "Erf")
+ELTWISE += ("Sqrt", "Abs")
 BINARY = ("Add", "Sub", "Mul", "Div")
 VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout")
 REDUCE = ("ReduceMean", "ReduceMax", "ReduceSum")
@@ -52,9 +53,10 @@ def _static_f32(node: NodeView) -> str | None:
             return f"the type of input '{name}' is unknown"
         if node.op_type in (*VIEWS, *REDUCE, "Slice", "Split", "Pad", "Resize") and i > 0:
             continue  # shapes, axes, Slice's indices, Split's, Pad's, Resize's sizes: int64
-        if node.op_type == "Clip" and i > 0:
+        if node.op_type in ("Clip", "Pow") and i > 0:
             if node.const(i) is None:
-                return "Clip bounds must be constants"
+                what = "exponent" if node.op_type == "Pow" else "bounds"
+                return f"{node.op_type}'s {what} must be constants"
             continue
         if t.dtype != np.float32:
             return f"input '{name}' is {t.dtype}; only float32 is supported"
@@ -467,6 +469,14 @@ def _ok(node: NodeView) -> str | None:
     return None
 
 
+def _pow(node: NodeView) -> str | None:
+    """x ** e for one constant e: oneDNN's pow eltwise (squares and square roots by their own)."""
+    e = node.const(1)
+    if e is None or e.size != 1 or not np.isfinite(e).all():
+        return "Pow with an exponent that is not one finite constant is not supported"
+    return None
+
+
 _CHECKS: dict[str, Check] = {
     "Conv": _conv,
     "ConvTranspose": _conv,
@@ -474,6 +484,7 @@ _CHECKS: dict[str, Check] = {
     "Gemm": _gemm,
     "BatchNormalization": _batchnorm,
     **{t: _ok for t in ELTWISE},
+    "Pow": _pow,
     **{t: _binary for t in BINARY},
     "Sum": _sum,
     "MaxPool": _pool,
@@ -570,6 +581,24 @@ def _gelu(x: Pattern) -> Pattern:
     half = const(value=0.5)
     form_a = op("Mul", op("Mul", x, erf1, commutative=True), half, commutative=True)
     form_b = op("Mul", op("Mul", x, half, commutative=True), erf1, commutative=True)
+    return form_a | form_b
+
+
+def _gelu_tanh(x: Pattern) -> Pattern:
+    """``0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))``, GELU's tanh approximation
+    (GPT-2's ``gelu_new``; PyTorch's ``approximate="tanh"``), the cube a Pow or two Muls; x is a
+    named wildcard."""
+    cube = (
+        op("Pow", x, const(value=3.0))
+        | op("Mul", x, op("Mul", x, x), commutative=True)
+        | op("Mul", op("Mul", x, x), x, commutative=True)
+    )
+    inner = op("Add", x, op("Mul", cube, const(value=0.044715), commutative=True), commutative=True)
+    scaled = op("Mul", inner, const(value=float(np.sqrt(2 / np.pi))), commutative=True)
+    tanh1 = op("Add", op("Tanh", scaled), const(value=1.0), commutative=True)
+    half = const(value=0.5)
+    form_a = op("Mul", op("Mul", x, tanh1, commutative=True), half, commutative=True)
+    form_b = op("Mul", op("Mul", x, half, commutative=True), tanh1, commutative=True)
     return form_a | form_b
 
 
@@ -749,6 +778,7 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
         ("dnnl.attention", _attention(), _attention_check),
         *(("dnnl.layernorm", p, _layernorm_check) for p in _layernorm_spelled(x)),
         ("dnnl.gelu", _gelu(x), _members_ok),
+        ("dnnl.gelu_tanh", _gelu_tanh(x), _members_ok),
         ("dnnl.hardswish", _hardswish(x), _members_ok),
         ("dnnl.swish", _swish(x), _members_ok),
     ]

@@ -116,7 +116,8 @@ class Lowering:
 
     def composite(self, comp: Composite, members: list[NodeView]) -> None:
         start = len(self.kernels)
-        idiom = next((a for a in ("hardswish", "swish", "gelu") if comp.name.endswith(a)), None)
+        idioms = ("hardswish", "swish", "gelu", "gelu_tanh")
+        idiom = next((a for a in idioms if comp.name.endswith(a)), None)
         if comp.name == "dnnl.qmatmul":
             self._qmatmul(comp, members)
         elif comp.name == "dnnl.layernorm":
@@ -136,7 +137,7 @@ class Lowering:
             for m in members:
                 if m.name in inner:
                     self.node(m)
-            alg = {"hardswish": "hardswish", "swish": "swish", "gelu": "gelu_erf"}[idiom]
+            alg = {"gelu": "gelu_erf"}.get(idiom, idiom)
             alpha, beta = {"hardswish": (1 / 6, 0.5), "swish": (1.0, 0.0)}.get(idiom, (0.0, 0.0))
             k = self.emit("eltwise", [x], root.outputs[0], root, alg=alg, alpha=alpha, beta=beta)
             k.members = [m.name for m in members if m.name not in inner]
@@ -358,6 +359,19 @@ class Lowering:
         if len(node.inputs) > 2 and node.inputs[2]:
             hi = float(self.const(node.inputs[2]))  # type: ignore[arg-type]
         self._eltwise(node, "clip", max(float(lo), -FLT_MAX), min(float(hi), FLT_MAX))
+
+    def _Sqrt(self, node: NodeView) -> None:
+        self._eltwise(node, "sqrt")
+
+    def _Abs(self, node: NodeView) -> None:
+        self._eltwise(node, "abs")
+
+    def _Pow(self, node: NodeView) -> None:
+        e = float(np.asarray(self.const(node.inputs[1])).reshape(-1)[0])
+        if e in (2.0, 0.5):
+            self._eltwise(node, "square" if e == 2.0 else "sqrt")
+        else:
+            self._eltwise(node, "pow", 1.0, e)
 
     def _Erf(self, node: NodeView) -> None:
         self.emit("erf", [node.inputs[0]], node.outputs[0], node)

@@ -44,6 +44,11 @@ ELTWISE_ALGS = {
     "gelu_erf": "eltwise_gelu_erf",
     "swish": "eltwise_swish",
     "linear": "eltwise_linear",
+    "gelu_tanh": "eltwise_gelu_tanh",
+    "sqrt": "eltwise_sqrt",
+    "abs": "eltwise_abs",
+    "square": "eltwise_square",
+    "pow": "eltwise_pow",
 }
 BINARY_ALGS = {"add": "binary_add", "sub": "binary_sub", "mul": "binary_mul", "div": "binary_div"}
 # Prefixes of oneDNN implementations far slower than onnxruntime's kernels: its reference kernels
