@@ -37,6 +37,9 @@ GreaterOrEqual Less LessOrEqual Max Min Mod Mul Neg Not Or Range ReduceMax Reduc
 ReduceSum Sign Slice Sub Where"""
 _SHAPE_ARITHMETIC = frozenset(_SHAPE_ARITHMETIC_TEXT.split())
 _SMALL = 1 << 12  # elements: the most a folded shape computation reads or writes
+# A Gather of a constant table at constant indices (BERT's position and token-type embeddings)
+# folds up to this many elements: the rows become a constant, as onnxruntime folds them.
+_MAX_FOLDED_GATHER = 1 << 20
 Dim = int | str | None
 
 
@@ -291,7 +294,15 @@ class Graph:
         if not all(self.is_constant(n) for n in names if n):
             return False
         args = {n: v for n in names if n and (v := self.constant(n)) is not None}
-        if any(v.size > _SMALL for v in args.values()):
+        limit = _SMALL
+        if op == "Gather" and len(args) == 2:
+            limit = _MAX_FOLDED_GATHER
+            table, indices = args[names[0]], args[names[1]]
+            axis = attribute_values(node).get("axis", 0) % max(table.ndim, 1)
+            rows = table.size // max(table.shape[axis], 1) if table.ndim else 1
+            if indices.size > _SMALL or rows * indices.size > limit:
+                return False
+        elif any(v.size > _SMALL for v in args.values()):
             return False
         try:
             value = _evaluate(node, args, self.model.opset_import)
@@ -299,17 +310,17 @@ class Graph:
             return False
         if isinstance(value, np.generic):
             value = np.asarray(value)
-        if not isinstance(value, np.ndarray) or value.size > _SMALL:
+        if not isinstance(value, np.ndarray) or value.size > limit:
             return False
         self._constant_cache[node.output[0]] = value
         return True
 
     def _small_fill(self, node: onnx.NodeProto) -> bool:
-        """A ConstantOfShape folds only when its shape is an initializer of bounded size."""
-        shape = self.initializers.get(node.input[0]) if node.input else None
+        """A ConstantOfShape folds only when its shape is a constant of bounded size."""
+        shape = self.constant(node.input[0]) if node.input else None
         if shape is None:
             return False
-        dims = numpy_helper.to_array(shape).reshape(-1)
+        dims = shape.reshape(-1)
         return bool(np.all(dims >= 0)) and int(np.prod(dims, dtype=object)) <= _MAX_FOLDED_FILL
 
     # -- values ---------------------------------------------------------------------------

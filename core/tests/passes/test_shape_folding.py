@@ -8,6 +8,7 @@ import pytest
 from byoc.graph import Graph
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
+from onnx import numpy_helper
 
 CFG = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Relu", "Reshape"]}}}
 SHAPE_CHAIN = ["shape", "dim0", "dim0_1d", "new_shape"]
@@ -93,3 +94,57 @@ def test_large_constant_arithmetic_is_not_folded():
     )
     graph = Graph(byoc.partition(m, {"backends": []}).model)
     assert not graph.is_constant("c")
+
+
+def embeddings():
+    """BERT's embeddings as exporters write them: word rows at the input ids, position rows at
+    a slice of a constant buffer, token-type rows at zeros shaped like the ids."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        node("Shape", ["ids"], "ids_shape"),
+        node("Gather", ["ids_shape", "one"], "seq", axis=0),
+        node("Unsqueeze", ["seq", "axes"], "end"),
+        node("Slice", ["positions", "zero1", "end", "axes1"], "pos_ids"),
+        node(
+            "ConstantOfShape",
+            ["ids_shape"],
+            "type_ids",
+            value=numpy_helper.from_array(np.zeros(1, np.int64)),
+        ),
+        node("Gather", ["words", "ids"], "w"),
+        node("Gather", ["pos_table", "pos_ids"], "p"),
+        node("Gather", ["type_table", "type_ids"], "t"),
+        node("Add", ["w", "p"], "wp"),
+        node("Add", ["wp", "t"], "y"),
+    ]
+    consts = {
+        "one": np.array(1, np.int64),
+        "axes": np.array([0], np.int64),
+        "axes1": np.array([1], np.int64),
+        "zero1": np.array([0], np.int64),
+        "positions": np.arange(64, dtype=np.int64)[None],
+        "words": rng.standard_normal((100, 8)).astype(np.float32),
+        "pos_table": rng.standard_normal((64, 8)).astype(np.float32),
+        "type_table": rng.standard_normal((2, 8)).astype(np.float32),
+    }
+    return make_model(nodes, {"ids": (np.int64, [1, "T"])}, ["y"], constants=consts)
+
+
+def test_position_and_token_type_rows_of_constant_tables_fold():
+    cfg = {**CFG, "backends": [], "shapes": {"ids": [1, 6]}}
+    graph = Graph(byoc.partition(embeddings(), cfg).model)
+    assert graph.constant("type_ids").tolist() == [[0] * 6]
+    assert graph.constant("p").shape == graph.constant("t").shape == (1, 6, 8)
+    assert not graph.is_constant("w")
+    ids = np.array([[5, 0, 99, 3, 3, 42]], np.int64)
+    assert_matches_onnxruntime(embeddings(), cfg, {"ids": ids})
+
+
+def test_a_gather_of_too_many_constant_rows_is_not_folded():
+    m = make_model(
+        [node("Gather", ["table", "at"], "rows"), node("Mul", ["x", "rows"], "y")],
+        {"x": [4096, 512]},
+        ["y"],
+        constants={"table": np.ones((8, 512), np.float32), "at": np.zeros(4096, np.int64)},
+    )
+    assert not Graph(byoc.partition(m, {"backends": []}).model).is_constant("rows")
