@@ -809,6 +809,24 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
     claimed(assert_matches_onnxruntime(gemm, DNNL), "Gemm")
 
 
+def test_a_softmax_writes_over_its_source_only_when_nothing_reads_it_later() -> None:
+    """In place when the scores die at the softmax: its arena holds one score tensor less."""
+    arena = []
+    for later in ("x", "s"):
+        nodes = [
+            node("MatMul", ["x", "w"], "s"),
+            node("Softmax", ["s"], "p", axis=-1),
+            node("MatMul", ["p", "w"], "y0"),
+            node("Add", ["y0", later], "y"),
+        ]
+        model = make_model(nodes, {"x": [4, 32, 32]}, ["y"], {"w": rand(32, 32)})
+        config = {**DNNL, "compile": {"placement": "static"}}
+        claimed(assert_matches_onnxruntime(model, config), "Softmax")
+        (step,) = [s for s in byoc.compile(model, config).steps if s.unit.backend == "dnnl"]
+        arena.append(step.runtime.arena_bytes)
+    assert arena[1] - arena[0] == 4 * 32 * 32 * 4
+
+
 def _spelled_layernorm(
     opset: int, square: str, affine: bool, axis: int = -1, gamma: tuple = (16,)
 ) -> onnx.ModelProto:
