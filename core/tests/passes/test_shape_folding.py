@@ -134,10 +134,14 @@ def test_position_and_token_type_rows_of_constant_tables_fold():
     cfg = {**CFG, "backends": [], "shapes": {"ids": [1, 6]}}
     graph = Graph(byoc.partition(embeddings(), cfg).model)
     assert graph.constant("type_ids").tolist() == [[0] * 6]
-    assert graph.constant("p").shape == graph.constant("t").shape == (1, 6, 8)
+    tables = {n: graph.constant(n) for n in ("pos_table", "type_table")}
+    np.testing.assert_array_equal(graph.constant("p"), tables["pos_table"][None, :6])
+    np.testing.assert_array_equal(graph.constant("t"), tables["type_table"][[[0] * 6]])
     assert not graph.is_constant("w")
     ids = np.array([[5, 0, 99, 3, 3, 42]], np.int64)
-    assert_matches_onnxruntime(embeddings(), cfg, {"ids": ids})
+    adds = {**cfg, "backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Add"]}}}
+    report = assert_matches_onnxruntime(embeddings(), adds, {"ids": ids})  # reads p and t
+    assert [p.backend for p in report.plan.partitions] == ["examplejson"]
 
 
 def test_a_gather_of_too_many_constant_rows_is_not_folded():
