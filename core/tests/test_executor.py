@@ -116,3 +116,29 @@ def test_load_module_runs_a_hand_written_examplejson_file(tmp_path):
         byoc.load_module(path, "examplejson")
     with pytest.raises(byoc.ArtifactError, match="not installed"):
         byoc.load_module(path, "nosuch")
+
+
+def test_inputs_of_every_form_give_the_same_outputs_with_static_shapes():
+    """With static input shapes, exact arrays skip the general check (a fast path); views,
+    other byte orders and lists take it, and give the same outputs; the caller's dict and
+    arrays are left as they were, and a wrong dtype or shape is still an InputError."""
+    m = make_model(model().graph.node, {"x": [3, 4], "y": [1, 4]}, ["r", "t"])
+    compiled = byoc.compile(m, CFG)
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32).T  # not C order
+    y = np.full((1, 4), 0.5, np.float32)
+    want = reference(x, y)
+    for given in (
+        {"x": np.ascontiguousarray(x), "y": y},
+        {"x": x, "y": y},
+        {"x": x.astype(">f4"), "y": y},
+        {"x": x.tolist(), "y": y},
+    ):
+        before = dict(given)
+        out = compiled.run(given)
+        np.testing.assert_allclose(out["r"], want[0], rtol=1e-6)
+        np.testing.assert_allclose(out["t"], want[1], rtol=1e-6)
+        assert given.keys() == before.keys() and all(given[k] is before[k] for k in given)
+    with pytest.raises(byoc.InputError, match="dtype float64"):
+        compiled.run({"x": np.zeros((3, 4)), "y": y})
+    with pytest.raises(byoc.InputError, match="dim 0 must be 3"):
+        compiled.run({"x": np.zeros((2, 4), np.float32), "y": y})

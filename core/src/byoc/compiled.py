@@ -47,6 +47,22 @@ class _Direct(NamedTuple):
         return True
 
 
+def _exact(signature: dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None, inputs: Any) -> bool:
+    """The inputs are exactly what ``check_inputs`` would pass through unchanged: a dict of
+    C-contiguous, aligned numpy arrays of the model's static shapes and dtypes (native byte
+    order). The common case, checked in a few microseconds: cold after a long run, the general
+    check cost 50 us of a 7.7 ms MiniLM run."""
+    if signature is None or type(inputs) is not dict or len(inputs) != len(signature):
+        return False
+    for name, (dtype, shape) in signature.items():
+        value = inputs.get(name)
+        if type(value) is not np.ndarray or value.dtype != dtype or value.shape != shape:
+            return False
+        if not (value.flags.c_contiguous and value.flags.aligned):
+            return False
+    return True
+
+
 @dataclass
 class Step:
     """One unit of the schedule: a partition or a fallback segment, and its runtime."""
@@ -109,6 +125,7 @@ class CompiledModel:
         self._constants = dict(constants or {})
         self._shapes = shapes  # variants for other input shapes (build makes them)
         self._direct = self._one_session()
+        self._signature = _signature(self.inputs)
         _plan_drops(steps, set(self.outputs))
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
@@ -153,12 +170,15 @@ class CompiledModel:
     def _run(
         self, inputs: Mapping[str, Any], times: list[tuple[Step, float]] | None
     ) -> dict[str, np.ndarray]:
-        try:
-            checked = check_inputs(self.inputs, inputs)
-        except InputError:
-            if self._shapes is None:
-                raise
-            return self._shapes.model_for(inputs)._run(inputs, times)
+        if _exact(self._signature, inputs):
+            checked = inputs
+        else:
+            try:
+                checked = check_inputs(self.inputs, inputs)
+            except InputError:
+                if self._shapes is None:
+                    raise
+                return self._shapes.model_for(inputs)._run(inputs, times)
         env: dict[str, Any] = dict(self._constants)
         env.update(checked)
         on_error = self.fallback_config.get("on_backend_error", "raise")
@@ -192,6 +212,19 @@ class CompiledModel:
     def __repr__(self) -> str:
         kinds = ", ".join(f"{s.unit.name}" for s in self.steps)
         return f"<CompiledModel {kinds}>"
+
+
+def _signature(
+    inputs: Mapping[str, TensorType | None],
+) -> dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None:
+    """Every input's dtype (native byte order) and static shape, or None if one is not known."""
+    out = {}
+    for name, t in inputs.items():
+        shape = _static_shape(t)
+        if t is None or t.dtype is None or shape is None or t.dtype.kind in "OUS":
+            return None
+        out[name] = (t.dtype.newbyteorder("="), shape)
+    return out
 
 
 def _static_shape(t: TensorType | None) -> tuple[int, ...] | None:
