@@ -1109,6 +1109,175 @@ def test_what_is_not_attention_is_no_attention_composite(keys, opset, reason) ->
     assert plan.decisions["y"].composite != "dnnl.attention"
 
 
+def embedded_pooling(seq: int = 6, vocab: int = 11, e: int = 8) -> onnx.ModelProto:
+    """A sentence encoder's ends as BERT exports write them: int64 token ids look up rows of a
+    word embedding table (Gather), plus position embeddings, a dense layer; then mean pooling
+    under the int64 mask, unsqueezed, expanded to the hidden size and cast to float32; the ids
+    are also an output (an Identity)."""
+    i64 = np.int64
+    consts = {"words": rand(vocab, e), "pos": rand(1, seq, e), "w": rand(e, e), "b": rand(e)}
+    consts |= {"last": np.array([-1], i64), "full": np.array([1, seq, e], i64)}
+    consts |= {"axis1": np.array([1], i64), "tiny": np.float32(1e-9)}
+    nodes = [
+        node("Gather", ["words", "ids"], "emb"),
+        node("Add", ["emb", "pos"], "e1"),
+        node("MatMul", ["e1", "w"], "h0"),
+        node("Add", ["h0", "b"], "h"),
+        node("Unsqueeze", ["mask", "last"], "m1"),
+        node("Expand", ["m1", "full"], "m2"),
+        node("Cast", ["m2"], "m3", to=onnx.TensorProto.FLOAT),
+        node("Mul", ["h", "m3"], "hm"),
+        node("ReduceSum", ["hm", "axis1"], "total", keepdims=0),
+        node("ReduceSum", ["m3", "axis1"], "count", keepdims=0),
+        node("Clip", ["count", "tiny"], "count1"),
+        node("Div", ["total", "count1"], "y"),
+        node("Identity", ["ids"], "ids_out"),
+    ]
+    inputs = {"ids": (i64, [1, seq]), "mask": (i64, [1, seq])}
+    return make_model(nodes, inputs, ["y", "ids_out"], consts, opset=18)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_integer_ids_and_mask_are_read_in_the_partition(mode: dict, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Gather of embedding rows at int64 ids, the mask's Unsqueeze, Expand and Cast, and the
+    Identity output of the ids run in the dnnl partition (host steps before its native net):
+    no onnxruntime segment is left, the outputs match onnxruntime (the int64 output exactly,
+    negative ids included), and the compiled model saves and loads back. An id outside the
+    table is an InputError naming the Gather, as onnxruntime refuses it."""
+    model = embedded_pooling()
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    ids = np.array([[3, 0, 10, -1, 7, 7]], np.int64)
+    mask = np.array([[1, 1, 1, 1, 0, 0]], np.int64)
+    report = assert_matches_onnxruntime(model, config, {"ids": ids, "mask": mask})
+    assert {d.backend for d in report.plan.decisions.values()} == {"dnnl"}
+    assert not report.plan.segments
+    compiled = byoc.compile(model, config)
+    graph = _dnnl_step(compiled).artifact.graph
+    assert graph["format"] == "byoc-dnnl-json/2"
+    hosted = [n["kind"] for n in graph["nodes"] if n["op"] == "host"]
+    assert sorted(hosted) == ["cast", "expand", "gather", "reshape", "reshape"]
+    out = compiled.run({"ids": ids, "mask": mask})
+    assert out["ids_out"].dtype == np.int64 and not np.shares_memory(out["ids_out"], ids)
+    np.testing.assert_array_equal(out["ids_out"], ids)
+    again = byoc.load(compiled.save(tmp_path / "pooling.byoc"))
+    np.testing.assert_array_equal(again.run({"ids": ids, "mask": mask})["y"], out["y"])
+    with pytest.raises(byoc.InputError, match=r"an index is outside \[-11, 10\]"):
+        compiled.run({"ids": ids + 5, "mask": mask})
+
+
+@pytest.mark.parametrize("table", ["uint8", "int8"])
+def test_quantized_embeddings_are_read_in_the_partition(table: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``quantize_dynamic`` quantizes a transformer's Gathers: rows of a u8 (or i8) table, then
+    DequantizeLinear. The Gather and its DequantizeLinear are host steps (the table stays u8 in
+    the artifact and in memory), a DequantizeLinear of constant rows is a float32 constant, and
+    the Add reading them joins the partition; the outputs match onnxruntime's, and the model
+    saves and loads back. A DequantizeLinear of a layer's weights stays with onnxruntime, as
+    does the MatMul reading it (a QDQ group onnxruntime runs in int8)."""
+    rng = np.random.default_rng(1)
+    q = np.dtype(table)
+    lo, hi = np.iinfo(q).min, np.iinfo(q).max
+    consts = {
+        "words": rng.integers(lo, hi + 1, (11, 8)).astype(q),
+        "pos": rng.integers(lo, hi + 1, (1, 6, 8)).astype(q),
+        "s": np.float32(0.02),
+        "z": np.array(3, q),
+        "w": rand(8, 8),
+        "wq": rng.integers(-100, 100, (8, 8)).astype(np.int8),
+    }
+    nodes = [
+        node("Gather", ["words", "ids"], "gq"),
+        node("DequantizeLinear", ["gq", "s", "z"], "emb"),
+        node("DequantizeLinear", ["pos", "s", "z"], "p"),
+        node("Add", ["emb", "p"], "e1"),
+        node("MatMul", ["e1", "w"], "y"),
+    ]
+    weights = [
+        node("DequantizeLinear", ["wq", "s"], "wd"),
+        node("MatMul", ["y", "wd"], "y2"),
+    ]
+    inputs = {"ids": (np.int64, [1, 6])}
+    qdq = make_model(nodes + weights, inputs, ["y2"], consts, opset=18)
+    decisions = byoc.partition(qdq, DNNL).decisions
+    owners = {n: decisions[n].backend for n in ("gq", "emb", "p", "e1", "y", "wd", "y2")}
+    assert [n for n, b in owners.items() if b != "dnnl"] == ["wd", "y2"]
+    assert ("dnnl", "reads a DequantizeLinear: onnxruntime runs this QDQ group in int8") in (
+        decisions["y2"].refusals
+    )
+    model = make_model(nodes, inputs, ["y"], consts, opset=18)
+    config = {**DNNL, "compile": {"placement": "static"}}
+    ids = np.array([[3, 0, 10, -1, 7, 7]], np.int64)
+    report = assert_matches_onnxruntime(model, config, {"ids": ids})
+    assert {d.backend for d in report.plan.decisions.values()} == {"dnnl"}
+    compiled = byoc.compile(model, config)
+    step = _dnnl_step(compiled)
+    hosted = [n["kind"] for n in step.artifact.graph["nodes"] if n["op"] == "host"]
+    assert hosted == ["gather", "dequantize"]
+    assert sorted(w.dtype.name for w in step.artifact.weights.values()) == sorted(
+        ["float32"] * 3 + [table, table]  # the folded positions, w, the scale; table, zero
+    )
+    again = byoc.load(compiled.save(tmp_path / "embeddings.byoc"))
+    np.testing.assert_array_equal(again.run({"ids": ids})["y"], compiled.run({"ids": ids})["y"])
+    data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
+    at = 20 + struct.unpack("<Q", data[12:20])[0]  # the weight index follows the graph
+    n = struct.unpack("<Q", data[at : at + 8])[0]
+    index = json.loads(data[at + 8 : at + 8 + n])
+    name = next(k for k, v in index.items() if len(v) == 3)
+    index[name][2] = "float64"  # an integer table's dtype damaged
+    text = json.dumps(index).encode()
+    bad = data[:at] + struct.pack("<Q", len(text)) + text + data[at + 8 + n :]
+    with pytest.raises(byoc.ArtifactError, match=f"weight .{name}. has an unknown dtype"):
+        plugin.byoc_deserialize(backend="dnnl", data=bad)
+
+
+def test_integer_ops_dnnl_does_not_run_are_refused_with_reason() -> None:
+    """A Gather from a computed table, and a Cast to another type than float32, stay with
+    onnxruntime, and ``byoc explain`` says why."""
+    nodes, consts = conv_stem()
+    nodes += [
+        node("Gather", ["h", "idx"], "g", axis=1),
+        node("Cast", ["idx"], "d", to=onnx.TensorProto.DOUBLE),
+    ]
+    inputs = {"x": [1, 3, 10, 12], "idx": (np.int64, [2])}
+    plan = byoc.partition(make_model(nodes, inputs, ["g", "d"], consts), DNNL)
+    reasons = {n: "; ".join(r for _, r in plan.decisions[n].refusals) for n in ("g", "d")}
+    assert "Gather reads rows of a constant float32, u8 or i8 table only" in reasons["g"]
+    assert "only a Cast to float32 is supported" in reasons["d"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "key", "value", "message"),
+    [
+        ("gather", "axis", 2, "gather axis 2 is not an axis of its table"),
+        ("cast", "dtype", "int64", "a cast makes float32 of an integer tensor"),
+        ("expand", "shape", [1, 5, 8], "cannot expand"),
+        ("kernel", "inputs", "ids", "a kernel reads an integer tensor"),
+    ],
+)
+def test_host_steps_with_bad_shapes_or_types_are_refused_when_loaded(
+    kind: str, key: str, value: object, message: str
+) -> None:
+    """A damaged graph whose host steps read or make the wrong shapes or types, or whose kernel
+    reads an integer tensor, raises ArtifactError when loaded, before any data is read."""
+    step = _dnnl_step(
+        byoc.compile(embedded_pooling(), {**DNNL, "compile": {"placement": "static"}})
+    )
+    data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
+    bad = step.artifact.graph
+    nodes = bad["nodes"]
+    if kind == "kernel":
+        target = next(n for n in nodes if n["op"] == "kernel")
+        target["inputs"][0] = next(i for i, n in enumerate(nodes) if n.get("name") == "ids")
+    else:
+        target = next(n for n in nodes if n.get("kind") == kind)
+        if key == "axis":
+            target["attrs"]["axis"] = value
+        else:
+            target[key] = value
+    with pytest.raises(byoc.ArtifactError, match=message):
+        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
 def quantized_mlp(tmp_path, per_channel: bool = False, weights: str = "QInt8") -> onnx.ModelProto:  # type: ignore[no-untyped-def]
     """A transformer's feed-forward block (dense, bias, GELU spelled with Erf, dense, bias,
     residual) quantized by ``onnxruntime.quantization.quantize_dynamic``: each dense layer is

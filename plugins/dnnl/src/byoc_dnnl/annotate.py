@@ -510,8 +510,12 @@ def _quantized(node: NodeView) -> str | None:
     """A node that reads a DequantizeLinear stays with onnxruntime, which fuses DequantizeLinear
     -> op -> QuantizeLinear into one int8 kernel (a QDQ MobileNet ran 2.8x slower with its
     pooling and softmax on dnnl)."""
-    if "DequantizeLinear" in node.producer_types():
-        return "reads a DequantizeLinear: onnxruntime runs this QDQ group in int8"
+    graph = node.graph
+    for name in node.inputs:
+        i = graph.producer.get(name) if name else None
+        dq = i is not None and graph.nodes[i].op_type == "DequantizeLinear"
+        if dq and _dequantize(graph.view(i)) is not None:  # type: ignore[arg-type]
+            return "reads a DequantizeLinear: onnxruntime runs this QDQ group in int8"
     return None
 
 
@@ -537,10 +541,86 @@ def _dynamic_quantize(node: NodeView) -> str | None:
     return None
 
 
+def _integer(node: NodeView, i: int = 0) -> bool:
+    t = node.input_type(i)
+    return t is not None and t.dtype is not None and (t.dtype.kind in "iub")
+
+
+_HOST_VIEWS = ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
+
+
+def _host(node: NodeView) -> str | None:
+    """Work on integer tensors before the first kernel (byoc_dnnl.host): a view or Expand of an
+    integer tensor, its Cast to float32, a Gather of a constant table's rows (token embeddings:
+    float32, or u8 or i8 before a DequantizeLinear). It reads only inputs, constants and other
+    such ops, so it runs before the native net."""
+    data = 1 if node.op_type == "Gather" else 0
+    if not _integer(node, data):
+        t = node.input_type(data)
+        return (
+            f"input '{node.inputs[data]}' is {t.dtype if t else 'of unknown type'}: "
+            f"{node.op_type} of an integer tensor only is supported"
+        )
+    if node.const(data) is not None:
+        return f"input '{node.inputs[data]}' is a constant"
+    for name in [*node.inputs[:2], *node.outputs[:1]]:
+        t = node.graph.type_of(name) if name else None
+        if name and (t is None or not t.is_static or 0 in (t.shape or ())):
+            return f"'{name}' has no static, non-empty shape; fix the input shapes with [shapes]"
+    shaped = node.op_type in ("Reshape", "Squeeze", "Unsqueeze", "Expand")
+    if shaped and len(node.inputs) > 1 and node.inputs[1] and node.const(1) is None:
+        return "the shape/axes operand is not a constant"
+    if node.op_type == "Cast" and node.attrs.get("to") != onnx.TensorProto.FLOAT:
+        return "only a Cast to float32 is supported"
+    if node.op_type == "Gather":
+        table = node.const(0)
+        if table is None or table.dtype.name not in ("float32", "uint8", "int8"):
+            return "Gather reads rows of a constant float32, u8 or i8 table only"
+    return None
+
+
+def _dequantize(node: NodeView) -> str | None:
+    """A DequantizeLinear of a quantized embedding table's rows (``quantize_dynamic`` quantizes
+    a transformer's Gathers): of a Gather's u8 or i8 rows, a host step; of a constant (rows at
+    folded indices) read only by elementwise ops, a constant. Others stay with onnxruntime,
+    which fuses QDQ groups into int8 kernels, and so do the weights of their layers."""
+    t = node.input_type(0)
+    if t is None or t.dtype is None or t.dtype.name not in ("uint8", "int8") or not t.is_static:
+        return "only a DequantizeLinear of u8 or i8 values of a static shape is supported"
+    for i in (1, 2):
+        name = node.inputs[i] if len(node.inputs) > i else ""
+        value = node.const(i) if name else None
+        if name and (value is None or value.size != 1):
+            return "the scale and zero point must be one constant each (per-tensor)"
+    graph = node.graph
+    if node.const(0) is not None:
+        readers = {graph.nodes[r].op_type for r in graph.consumers.get(node.outputs[0], [])}
+        if not readers or not readers <= set(BINARY):
+            return "a dequantized constant read by other than Add, Sub, Mul or Div"
+        return None
+    producer = graph.producer.get(node.inputs[0])
+    if producer is None or graph.nodes[producer].op_type != "Gather":
+        return "a DequantizeLinear of computed values: onnxruntime runs its QDQ group in int8"
+    return None
+
+
+def _or_host(check: Check) -> Check:
+    """A view's check, or the host check when it reshapes an integer tensor."""
+
+    def run(node: NodeView) -> str | None:
+        return _host(node) if _integer(node) else check(node)
+
+    run.__doc__ = check.__doc__
+    return run
+
+
 def supported_ops(config: Mapping[str, Any]) -> dict[str, Check]:
     """The single ops the backend claims, each with its check. DynamicQuantizeLinear and the
     int8 dense layers after it run in the JSON runtime only (``codegen = "json"``)."""
     ops = {op_type: _with_types(check) for op_type, check in _CHECKS.items()}
+    ops.update({t: _or_host(ops[t]) for t in _HOST_VIEWS})
+    ops.update({t: _host for t in ("Cast", "Gather", "Expand")})
+    ops["DequantizeLinear"] = _dequantize
     if config.get("codegen", "json") == "json":
         ops["DynamicQuantizeLinear"] = _dynamic_quantize
     return ops

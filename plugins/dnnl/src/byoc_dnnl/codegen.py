@@ -20,10 +20,12 @@ from typing import Any
 import numpy as np
 from byoc import Partition
 
+from byoc_dnnl import host
 from byoc_dnnl.fusion import Fuser
 from byoc_dnnl.lowering import Lowering
 
 FORMAT = "byoc-dnnl-json/1"
+FORMAT_HOST = "byoc-dnnl-json/2"  # with host nodes or integer inputs (byoc_dnnl.host)
 
 
 @dataclass
@@ -67,9 +69,14 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
         return ids[value]
 
     for name in partition.inputs:
-        add({"op": "input", "name": name, "shape": list(low.shape(name)), "dtype": "float32"}, name)
+        add(
+            {"op": "input", "name": name, "shape": list(low.shape(name)), "dtype": low.dtype(name)},
+            name,
+        )
 
-    def ref(value: str | None) -> int:
+    def ref(value: str | None, hosted: bool = False) -> int:
+        """The node of a value; a constant becomes a const node, float32 unless a host node
+        reads it as u8 or i8 (a quantized embedding table)."""
         if value is None:
             return -1
         if value not in ids:
@@ -77,15 +84,18 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
             if c is None:
                 raise ValueError(f"value '{value}' is read before it is written")
             key = f"c{len(weights)}"
-            weights[key] = np.ascontiguousarray(c, dtype=np.float32)
-            add(
-                {"op": "const", "name": key, "shape": list(c.shape) or [1], "dtype": "float32"},
-                value,
-            )
+            dtype = c.dtype.name if hosted and c.dtype.name in host.CONST_DTYPES else "float32"
+            weights[key] = np.ascontiguousarray(c, dtype=dtype)
+            add({"op": "const", "name": key, "shape": list(c.shape) or [1], "dtype": dtype}, value)
         return ids[value]
 
     for k in kernels:
-        inputs = [ref(v) for v in k.inputs]
+        inputs = [ref(v, k.kind in host.KINDS) for v in k.inputs]
+        if k.kind in host.KINDS:
+            node = {"op": "host", "name": k.name, "kind": k.kind, "inputs": inputs}
+            node.update(shape=list(low.shape(k.output)), dtype=low.dtype(k.output))
+            add({**node, "attrs": k.attrs, "members": k.members}, k.output)
+            continue
         post = []
         for p in k.post_ops:
             p = dict(p)
@@ -110,8 +120,9 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
         if name not in ids:  # e.g. a constant folded to an output; rare
             ref(name)
         heads.append(ids[name])
+    hosted = any(n["op"] == "host" or n.get("dtype") != "float32" for n in nodes)
     graph = {
-        "format": FORMAT,
+        "format": FORMAT_HOST if hosted else FORMAT,
         "symbol": partition.name,
         "nodes": nodes,
         "arg_nodes": [ids[n] for n in partition.inputs],

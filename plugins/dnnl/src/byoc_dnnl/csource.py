@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from byoc import ArtifactError, native
 
+from byoc_dnnl import host
 from byoc_dnnl import native as dnnl_native
 from byoc_dnnl.runtime import _params, run_native, threads, validate
 
@@ -341,6 +342,7 @@ def generate(graph: dict[str, Any], weights: Mapping[str, np.ndarray]) -> str:
     """The C++ file of a JSON graph (see the module's docstring); the graph is validated
     first, attributes included, so only checked values reach the C++."""
     validate(graph, weights)
+    graph = host.split(graph, weights)[0]
     nodes = graph["nodes"]
     if not SYMBOL.fullmatch(str(graph.get("symbol"))):
         raise ArtifactError(f"dnnl artifact: symbol {graph.get('symbol')!r} is not a C identifier")
@@ -388,6 +390,7 @@ class CRuntime:
             )
         except (OSError, ImportError, RuntimeError) as exc:
             raise Unloadable(f"{self.symbol}: cannot load its compiled library: {exc}") from None
+        graph, self._host = host.split(graph, weights)
         nodes = graph["nodes"]
         kernels = [n for n in nodes if n["op"] == "kernel"]
         self._index = [k for k, n in enumerate(kernels) if n["kind"] != "view"]
@@ -413,7 +416,10 @@ class CRuntime:
         def call(ins: Any, outs: Any, err: Any, errlen: int) -> int:
             return int(self._run(self._state, ins, outs, err, errlen))
 
-        return run_native(self._ffi, self.symbol, inputs, self.inputs, self.outputs, call)
+        def native(args: list[np.ndarray]) -> list[np.ndarray]:
+            return run_native(self._ffi, self.symbol, args, self.inputs, self.outputs, call)
+
+        return host.around(self._host, inputs, native)
 
     def implementations(self) -> list[tuple[int, str]]:
         """``(kernel index, "<primitive kind> <implementation>")`` as in the JSON runtime (the

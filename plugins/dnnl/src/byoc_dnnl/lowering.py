@@ -74,6 +74,11 @@ class Lowering:
             raise ValueError(f"value '{name}' has no static shape")
         return tuple(int(d) for d in t.shape or ())
 
+    def dtype(self, name: str) -> str:
+        """A value's dtype name (float32 unless the graph says otherwise)."""
+        t = self.graph.type_of(name)
+        return "float32" if t is None or t.dtype is None else t.dtype.name
+
     def new_const(self, base: str, value: np.ndarray) -> str:
         self._fresh += 1
         name = f"{base}:{self._fresh}"
@@ -630,6 +635,37 @@ class Lowering:
         if c is not None:  # a reshaped constant is a constant
             self.consts[y] = np.ascontiguousarray(c.reshape(self.shape(y)))
             return
-        self.emit("view", [x], y, node)
+        self.emit("view" if self.dtype(x) == "float32" else "reshape", [x], y, node)
 
     _Reshape = _Flatten = _Squeeze = _Unsqueeze = _Identity = _Dropout = _view
+
+    # -- host steps on integer tensors (byoc_dnnl.host) ----------------------------------------
+
+    def _Expand(self, node: NodeView) -> None:
+        self.emit("expand", [node.inputs[0]], node.outputs[0], node)
+
+    def _Cast(self, node: NodeView) -> None:
+        self.emit("cast", [node.inputs[0]], node.outputs[0], node)
+
+    def _DequantizeLinear(self, node: NodeView) -> None:
+        """Of a constant (a quantized embedding table's rows folded): a float32 constant, as
+        onnxruntime computes it; else a host step after the Gather of u8 or i8 rows."""
+        x, y = node.inputs[0], node.outputs[0]
+        scale = self.const(node.inputs[1])
+        assert scale is not None  # the check asked for one constant scale and zero point
+        zero = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+        q = self.const(x)
+        if zero is None:
+            zero = np.zeros((), q.dtype if q is not None else self.dtype(x))
+            self.consts[f"{y}:zero"] = zero
+        if q is not None:
+            diff = q.astype(np.float32) - np.float32(zero.item())
+            self.consts[y] = np.ascontiguousarray(diff * np.float32(scale.item()))
+            return
+        zp = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else f"{y}:zero"
+        self.emit("dequantize", [x, node.inputs[1], zp], y, node)
+
+    def _Gather(self, node: NodeView) -> None:
+        rank = len(self.shape(node.inputs[0]))
+        axis = int(node.attrs.get("axis", 0)) % rank
+        self.emit("gather", [node.inputs[0], node.inputs[1]], node.outputs[0], node, axis=axis)

@@ -14,6 +14,7 @@ from byoc import ArtifactError, ConfigError, NodeView, Partition, native
 from byoc_dnnl import annotate, csource
 from byoc_dnnl import native as dnnl_native
 from byoc_dnnl.codegen import Artifact, codegen
+from byoc_dnnl.host import CONST_DTYPES
 from byoc_dnnl.ops import SLOW
 from byoc_dnnl.runtime import Runtime, validate
 
@@ -171,7 +172,8 @@ def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, A
 
 
 # -- serialization ----------------------------------------------------------------------------
-# MAGIC | u32 format version | u64 n + JSON graph | u64 n + JSON weight index | u64 n + float32s
+# MAGIC | u32 format version | u64 n + JSON graph | u64 n + JSON weight index | u64 n + weights:
+# float32s ([offset, count] in the index), and u8 or i8 ([offset, count, dtype]) padded to 4 bytes
 # and, in format 2 (codegen = "c"), | u64 n + byoc.native.pack(C_MAGIC, symbol, C++, library)
 
 
@@ -183,8 +185,13 @@ def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
     blobs = []
     offset = 0
     for name, value in artifact.weights.items():
-        data = np.ascontiguousarray(value, dtype="<f4").tobytes()
-        index[name] = [offset, len(data) // 4]
+        if value.dtype == np.float32:
+            data = np.ascontiguousarray(value, dtype="<f4").tobytes()
+            index[name] = [offset, value.size]
+        else:  # u8 or i8 (host.CONST_DTYPES), padded so float32 weights stay aligned
+            data = np.ascontiguousarray(value).tobytes()
+            index[name] = [offset, value.size, value.dtype.name]
+            data += bytes(-len(data) % 4)
         blobs.append(data)
         offset += len(data)
     parts = [artifact.graph_text.encode(), json.dumps(index).encode(), b"".join(blobs)]
@@ -236,14 +243,20 @@ def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
         raise ArtifactError("dnnl artifact: the weight index is not an object")
     weights: dict[str, np.ndarray] = {}
     for name, entry in index.items():
-        ok = (
-            isinstance(entry, list)
-            and len(entry) == 2
-            and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in entry)
+        ok = isinstance(entry, list) and len(entry) in (2, 3)
+        if ok and len(entry) == 3:
+            ok = entry[2] in CONST_DTYPES[1:]
+        dtype = np.dtype("<f4" if not ok or len(entry) == 2 else entry[2])
+        ok = ok and all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in entry[:2]
         )
-        if not ok or entry[0] % 4 or entry[0] + 4 * entry[1] > len(blob):
-            raise ArtifactError(f"dnnl artifact: weight {name!r} lies outside the data")
-        weights[name] = np.frombuffer(blob, "<f4", entry[1], entry[0]).astype(np.float32)
+        if not ok or entry[0] % 4 or entry[0] + dtype.itemsize * entry[1] > len(blob):
+            raise ArtifactError(
+                f"dnnl artifact: weight {name!r} has an unknown dtype or lies outside the data"
+            )
+        weights[name] = np.frombuffer(blob, dtype, entry[1], entry[0]).astype(
+            dtype.newbyteorder("=")
+        )
     validate(graph, weights)
     if version == _FORMAT_VERSION:
         return Artifact(source, weights)

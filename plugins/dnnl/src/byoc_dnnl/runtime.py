@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 from byoc import ArtifactError, InputError
 
-from byoc_dnnl import native
-from byoc_dnnl.codegen import FORMAT, Artifact
+from byoc_dnnl import host, native
+from byoc_dnnl.codegen import FORMAT, FORMAT_HOST, Artifact
 from byoc_dnnl.ops import ALG_IDS, FUSES, OP_IDS, POST_IDS
 
 _MAX_ELEMENTS = 1 << 34
@@ -51,8 +51,8 @@ def validate(graph: Any, weights: Mapping[str, np.ndarray]) -> None:
     The native side checks the shapes each oneDNN primitive needs; this checks everything that
     would make it read memory it does not own: references, shapes, constant sizes.
     """
-    if not isinstance(graph, dict) or graph.get("format") != FORMAT:
-        raise _bad(f"not a {FORMAT} graph")
+    if not isinstance(graph, dict) or graph.get("format") not in (FORMAT, FORMAT_HOST):
+        raise _bad(f"not a {FORMAT} or {FORMAT_HOST} graph")
     nodes = graph.get("nodes")
     if not isinstance(nodes, list) or not nodes:
         raise _bad("'nodes' must be a non-empty list")
@@ -67,23 +67,36 @@ def validate(graph: Any, weights: Mapping[str, np.ndarray]) -> None:
             value = weights.get(node.get("name"))  # type: ignore[arg-type]
             if value is None:
                 raise _bad(f"node {i}: constant {node.get('name')!r} has no weights")
-            if value.dtype != np.float32 or value.size != math.prod(shape):
+            want = host.dtype(node)
+            if (
+                want not in host.CONST_DTYPES
+                or value.dtype != want
+                or value.size != math.prod(shape)
+            ):
                 raise _bad(
                     f"node {i}: constant {node.get('name')!r} does not have "
-                    f"{math.prod(shape)} float32 values"
+                    f"{math.prod(shape)} {want} values"
                 )
         elif op == "kernel":
             _validate_kernel(i, node)
-        elif op != "input":
-            raise _bad(f"node {i} has unknown op {op!r}")
+            reads = [v for v in node["inputs"] if v >= 0]
+            reads += [p["input"] for p in node.get("post_ops", []) if "input" in p]
+            if any(host.dtype(nodes[v]) != "float32" for v in reads):
+                raise _bad(f"node {i}: a kernel reads an integer tensor")
+        elif op == "host":
+            host.validate_host(i, node, nodes)
+        elif op != "input" or host.dtype(node) not in host.DTYPES:
+            raise _bad(f"node {i} has unknown op {op!r} or dtype {node.get('dtype')!r}")
     args = _ints(graph.get("arg_nodes"), "arg_nodes")
     heads = _ints(graph.get("heads"), "heads")
     if any(a >= len(nodes) or nodes[a].get("op") != "input" for a in args):
         raise _bad("arg_nodes must name input nodes")
     if sorted(args) != [i for i, n in enumerate(nodes) if n.get("op") == "input"]:
         raise _bad("arg_nodes must list every input node once")
-    if not heads or any(h >= len(nodes) or nodes[h].get("op") != "kernel" for h in heads):
-        raise _bad("heads must name kernel nodes")
+    if any(h >= len(nodes) or nodes[h].get("op") not in ("kernel", "host") for h in heads):
+        raise _bad("heads must name kernel or host nodes")
+    if not any(nodes[h]["op"] == "kernel" for h in heads):
+        raise _bad("heads must name a kernel node")
     if len(set(heads)) != len(heads):
         raise _bad("heads names a node twice")
 
@@ -128,6 +141,7 @@ class Runtime:
         except ValueError as exc:
             raise _bad(f"the JSON graph does not parse: {exc}") from None
         validate(graph, artifact.weights)
+        graph, self._host = host.split(graph, artifact.weights)
         self.symbol = str(graph.get("symbol", "dnnl"))
         self.threads = threads(config)
         self._ffi, self._lib = native.load()
@@ -193,7 +207,7 @@ class Runtime:
 
     def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
         """Run the partition: arrays in signature order -> arrays in signature order."""
-        return self._run(inputs, self._ffi.NULL)
+        return host.around(self._host, inputs, lambda args: self._run(args, self._ffi.NULL))
 
     def profile(self, inputs: Sequence[np.ndarray]) -> list[tuple[int, float]]:
         """Run once, timing each native step: ``[(kernel index or -1, seconds)]``.
@@ -203,7 +217,7 @@ class Runtime:
         """
         steps = int(self._lib.bd_steps(self._net))
         times = self._ffi.new("double[]", max(steps, 1))
-        self._run(inputs, times)
+        host.around(self._host, inputs, lambda args: self._run(args, times))
         return [(int(self._lib.bd_step_op(self._net, i)), times[i]) for i in range(steps)]
 
     def implementations(self) -> list[tuple[int, str]]:
