@@ -119,6 +119,7 @@ OP_CASES: dict[str, Case] = {
     "Reshape": Case((_X, _c([1, -1], _I64))),
     "Dropout": Case(),
     "DynamicQuantizeLinear": Case(outputs=3),
+    "DequantizeLinear": Case((In(dtype=np.uint8), _c(0.05), _c(3, np.uint8))),
     "Flatten": Case(attrs={"axis": 1}),
     "Transpose": Case(attrs={"perm": [0, 2, 3, 1]}),
     "Squeeze": Case((In((1, 4, 1, 6)), _c([2], _I64))),
