@@ -120,9 +120,9 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
         if name not in ids:  # e.g. a constant folded to an output; rare
             ref(name)
         heads.append(ids[name])
-    hosted = any(n["op"] == "host" or n.get("dtype") != "float32" for n in nodes)
+    has_host = any(n["op"] == "host" or n.get("dtype") != "float32" for n in nodes)
     graph = {
-        "format": FORMAT_HOST if hosted else FORMAT,
+        "format": FORMAT_HOST if has_host else FORMAT,
         "symbol": partition.name,
         "nodes": nodes,
         "arg_nodes": [ids[n] for n in partition.inputs],

@@ -653,17 +653,15 @@ class Lowering:
         x, y = node.inputs[0], node.outputs[0]
         scale = self.const(node.inputs[1])
         assert scale is not None  # the check asked for one constant scale and zero point
-        zero = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
-        q = self.const(x)
-        if zero is None:
-            zero = np.zeros((), q.dtype if q is not None else self.dtype(x))
-            self.consts[f"{y}:zero"] = zero
-        if q is not None:
-            diff = q.astype(np.float32) - np.float32(zero.item())
-            self.consts[y] = np.ascontiguousarray(diff * np.float32(scale.item()))
-            return
         zp = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else f"{y}:zero"
-        self.emit("dequantize", [x, node.inputs[1], zp], y, node)
+        if self.const(zp) is None:  # absent: 0 of the input's type
+            self.consts[zp] = np.zeros((), self.dtype(x))
+        q = self.const(x)
+        if q is None:
+            self.emit("dequantize", [x, node.inputs[1], zp], y, node)
+            return
+        diff = q.astype(np.float32) - np.float32(self.const(zp).item())  # type: ignore[union-attr]
+        self.consts[y] = np.ascontiguousarray(diff * np.float32(scale.item()))
 
     def _Gather(self, node: NodeView) -> None:
         rank = len(self.shape(node.inputs[0]))
