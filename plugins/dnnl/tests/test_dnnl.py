@@ -1332,10 +1332,38 @@ def test_dynamically_quantized_dense_layers_run_in_int8(per_channel: bool, tmp_p
     np.testing.assert_array_equal(again.run({"x": x})["y"], compiled.run({"x": x})["y"])
 
 
+@pytest.mark.parametrize("weights", ["QUInt8", "QInt8"])
+def test_int8_layers_with_a_weights_zero_point_run_as_int8_matmuls(weights, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """uint8 weights (quantize_dynamic's QUInt8: a zero point per layer), and int8 weights
+    with a zero point other than 0, are qmatmul composites too: int8 matmuls whose weights'
+    zero point oneDNN subtracts (its convolutions take none). Outputs equal onnxruntime's, and
+    the compiled model saves and loads back."""
+    model = quantized_mlp(tmp_path, weights=weights)
+    if weights == "QInt8":
+        for t in model.graph.initializer:
+            if t.name.endswith("_zero_point") and t.data_type == onnx.TensorProto.INT8:
+                t.CopyFrom(onnx.numpy_helper.from_array(np.int8(-5), t.name))
+    zero_points = [
+        onnx.numpy_helper.to_array(t)
+        for t in model.graph.initializer
+        if t.name.endswith("_zero_point")
+    ]
+    assert zero_points and all(z.size == 1 and z != 0 for z in zero_points), zero_points
+    x = rand(1, 8, 32)
+    report = assert_matches_onnxruntime(model, DNNL, {"x": x})
+    assert sum(d.composite == "dnnl.qmatmul" for d in report.plan.decisions.values()) == 10
+    compiled = byoc.compile(model, DNNL)
+    impls = [i for _, i in _dnnl_step(compiled).runtime.implementations()]
+    assert sum(i.startswith("matmul") for i in impls) == 2, impls
+    assert not [i for i in impls if i.startswith("convolution") or "ref" in i]
+    again = byoc.load(compiled.save(tmp_path / "q.byoc"))
+    np.testing.assert_array_equal(again.run({"x": x})["y"], compiled.run({"x": x})["y"])
+
+
 def test_int8_layers_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """u8 weights, or int8 weights with a zero point, make no qmatmul composite, and the reason
-    is given; a DynamicQuantizeLinear whose output something else reads stays with onnxruntime;
-    in C source mode the int8 layers are not claimed."""
+    """Weights whose zero points differ between columns make no qmatmul composite, and the
+    reason is given; a DynamicQuantizeLinear whose output something else reads stays with
+    onnxruntime; in C source mode the int8 layers are not claimed."""
 
     def refusals(model: onnx.ModelProto, config: dict = DNNL, first: bool = False) -> list[str]:
         """The refusals, when the first (or every) dense layer is no qmatmul composite."""
@@ -1344,13 +1372,8 @@ def test_int8_layers_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) -> None:  #
         assert all(decisions[n].composite != "dnnl.qmatmul" for n in layers)
         return [r for d in decisions.values() for _, r in d.refusals]
 
-    u8 = refusals(quantized_mlp(tmp_path, weights="QUInt8"))
-    assert any("uint8 of rank 2; int8" in r for r in u8)
-    model = quantized_mlp(tmp_path)
-    for t in model.graph.initializer:
-        if t.name.endswith("zero_point"):
-            t.CopyFrom(onnx.numpy_helper.from_array(np.int8(3), t.name))
-    assert any("zero point is not 0" in r for r in refusals(model))
+    u8 = refusals(quantized_mlp(tmp_path, per_channel=True, weights="QUInt8"))
+    assert any("zero points differ between columns" in r for r in u8)
     model = quantized_mlp(tmp_path)
     model.graph.output.append(
         onnx.helper.make_tensor_value_info("x_scale", onnx.TensorProto.FLOAT, [])
@@ -1361,21 +1384,27 @@ def test_int8_layers_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) -> None:  #
 
 @pytest.mark.parametrize(
     ("damage", "message"),
-    [("weight", "not an int8 value"), ("scale", "one or one per column")],
+    [
+        ("weight", "not an int8 value"),
+        ("scale", "one or one per column"),
+        ("zero point", "zero point must be one constant int8 value"),
+    ],
 )
 def test_int8_layers_with_damaged_weights_are_refused_when_loaded(
     damage, message, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
-    """A damaged artifact whose int8 weights are not int8 values, or whose weights' scale has
-    the wrong size, raises ArtifactError when it is loaded."""
-    step = _dnnl_step(byoc.compile(quantized_mlp(tmp_path), DNNL))
+    """A damaged artifact whose int8 weights (or their zero point) are not int8 values, or
+    whose weights' scale has the wrong size, raises ArtifactError when it is loaded."""
+    model = quantized_mlp(tmp_path, weights="QUInt8" if damage == "zero point" else "QInt8")
+    step = _dnnl_step(byoc.compile(model, DNNL))
     graph = step.artifact.graph
     qmatmul = next(n for n in graph["nodes"] if n.get("kind") == "qmatmul")
     w, scale = (graph["nodes"][qmatmul["inputs"][i]]["name"] for i in (1, 3))
     weights = dict(step.artifact.weights)
-    if damage == "weight":
-        weights[w] = weights[w].copy()
-        weights[w].flat[0] = 300.5
+    if damage != "scale":
+        name = w if damage == "weight" else graph["nodes"][qmatmul["inputs"][4]]["name"]
+        weights[name] = weights[name].copy()
+        weights[name].flat[0] = 300.5
     else:
         weights[scale] = np.ones(5, np.float32)
         graph["nodes"][qmatmul["inputs"][3]]["shape"] = [5]

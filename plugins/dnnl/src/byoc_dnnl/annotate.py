@@ -776,8 +776,8 @@ def _qmatmul() -> tuple[Pattern, Pattern]:
 
 def _qmatmul_check(match: Match) -> str | None:
     """The activation, its scale and zero point are one DynamicQuantizeLinear's outputs; the
-    weights are int8 (zero point 0) of shape (K, N); scales and bias are float32 per layer or
-    per column."""
+    weights are int8 or uint8 of shape (K, N) with one zero point (per layer, or the same for
+    every column); scales and bias are float32 per layer or per column."""
     graph, b = match.graph, match.bound
     index = graph.producer.get(b["xq"])
     quantize = graph.view(index) if index is not None else None
@@ -791,11 +791,13 @@ def _qmatmul_check(match: Match) -> str | None:
     w, ws = match.constant("w"), match.constant("ws")
     assert w is not None and ws is not None
     wzp = match.constant("wzp") if "wzp" in b else None
-    if w.dtype != np.int8 or w.ndim != 2:
-        return f"the weights are {w.dtype} of rank {w.ndim}; int8 of rank 2 is supported"
+    if w.dtype not in (np.int8, np.uint8) or w.ndim != 2:
+        return f"the weights are {w.dtype} of rank {w.ndim}; int8 or uint8 of rank 2 is supported"
     n = w.shape[1]
-    if wzp is not None and np.any(wzp != 0):
-        return "the weights' zero point is not 0 (only symmetric int8 weights are supported)"
+    if wzp is not None and (wzp.dtype != w.dtype or wzp.size not in (1, n)):
+        return f"the weights' zero point must be one or {n} {w.dtype} values"
+    if wzp is not None and wzp.size > 1 and np.any(wzp != wzp.flat[0]):
+        return "the weights' zero points differ between columns (oneDNN's int8 matmul takes one)"
     if ws.dtype != np.float32 or ws.size not in (1, n) or not np.all(np.isfinite(ws)):
         return f"the weights' scale must be {n} or one finite float32 values"
     if int(match.producer("int").attrs.get("to", 0)) != onnx.TensorProto.FLOAT:

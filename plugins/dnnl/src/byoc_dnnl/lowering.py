@@ -151,7 +151,9 @@ class Lowering:
 
     def _qmatmul(self, comp: Composite, members: list[NodeView]) -> None:
         """An int8 dense layer reading a DynamicQuantizeLinear of this partition (which made no
-        kernel: this one quantizes its input); weights, scale and bias as float32 constants."""
+        kernel: this one quantizes its input); weights, scale, bias and the weights' zero point
+        (when not 0) as float32 constants. uint8 weights w with zero point z are the int8
+        weights w - 128 with zero point z - 128 (the same differences w - z)."""
         b, root = comp.bound, members[-1]
         x = self.quantized.get(b["xq"])
         if x is None:
@@ -161,18 +163,19 @@ class Lowering:
         w = self.const(b["w"])
         ws = self.const(b["ws"])
         assert w is not None and ws is not None
+        zp = self.const(b.get("wzp"))
+        shift = 128 if w.dtype == np.uint8 else 0
+        zero = 0 if zp is None else int(np.asarray(zp).reshape(-1)[0]) - shift
         bias = self.const(b.get("bias"))
-        k = self.emit(
-            "qmatmul",
-            [
-                x,
-                self.new_const(b["w"], w),
-                None if bias is None else self.new_const(b["bias"], bias.reshape(-1)),
-                self.new_const(b["ws"], ws.reshape(-1)),
-            ],
-            root.outputs[0],
-            root,
-        )
+        inputs = [
+            x,
+            self.new_const(b["w"], w.astype(np.int16) - shift),
+            None if bias is None else self.new_const(b["bias"], bias.reshape(-1)),
+            self.new_const(b["ws"], ws.reshape(-1)),
+        ]
+        if zero:
+            inputs.append(self.new_const(b["wzp"], np.array([zero])))
+        k = self.emit("qmatmul", inputs, root.outputs[0], root)
         k.members = [m.name for m in members]
 
     @staticmethod

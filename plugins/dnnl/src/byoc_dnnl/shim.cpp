@@ -492,7 +492,8 @@ void lower_conv(Net &n, const Op &op) {
 }
 
 // A dense layer's post-op operands in the terms of its 1x1 convolution (dst dims cd = {1, N,
-// rows}): full size, or one value per channel. False when one does not fit.
+// rows}) or its 2-D matmul ({rows, N}): full size, or one value per channel. False when one
+// does not fit.
 bool conv_post_dims(const Net &n, const std::vector<Post> &posts, const dims_t &od,
                     const dims_t &cd, std::vector<dims_t> &post_dims) {
     const size_t r = od.size();
@@ -509,7 +510,9 @@ bool conv_post_dims(const Net &n, const std::vector<Post> &posts, const dims_t &
         if (d.size() != r || (d[r - 1] != cd[1] && d[r - 1] != 1) || p.kind == PO_SUM) return false;
         for (size_t i = 0; i + 1 < r; ++i)
             if (d[i] != 1) return false;
-        post_dims.push_back({1, d[r - 1], 1});
+        dims_t channel(cd.size(), 1);
+        channel[1] = d[r - 1];
+        post_dims.push_back(channel);
     }
     return true;
 }
@@ -527,11 +530,12 @@ std::vector<Post> conv_posts(Net &n, const std::vector<Post> &posts,
     return cposts;
 }
 
-// A dense layer's 1x1 convolution step (pd, its source and weights in args): its bias as a
-// vector of the N columns, its post-ops, its destination (the output's rows as nwc).
-void push_dense_conv(Net &n, const Op &op, const convolution_forward::primitive_desc &pd,
-                     std::vector<std::pair<int, int>> args, const std::vector<Post> &posts,
-                     const std::vector<dims_t> &post_dims) {
+// A dense layer's step (pd: its 1x1 convolution, or its matmul of the rows; its source and
+// weights in args): its bias as a vector of the N columns, its post-ops, its destination (the
+// output's rows, nwc or row-major: the same storage).
+void push_dense(Net &n, const Op &op, const primitive_desc &pd,
+                std::vector<std::pair<int, int>> args, const std::vector<Post> &posts,
+                const std::vector<dims_t> &post_dims) {
     const memory::desc dst_md = pd.dst_desc();
     const int64_t N = dst_md.get_dims()[1];
     if (int bias = op.ins[2]; bias >= 0) {
@@ -539,14 +543,15 @@ void push_dense_conv(Net &n, const Op &op, const convolution_forward::primitive_
         int64_t count = 1;
         for (auto x : n.values[bias].dims) count *= x;
         if (count != N) fail("a dense bias must have one value per output column");
-        args.push_back({DNNL_ARG_BIAS, view_of(n, ensure_plain(n, bias), plain({N}))});
+        const dims_t bd = pd.weights_desc(1).get_dims();  // {N} or {1, N}
+        args.push_back({DNNL_ARG_BIAS, view_of(n, ensure_plain(n, bias), plain(bd))});
     }
     set_out(n, op.out, plain(n.values[op.out].dims));
     int dst = view_of(n, op.out, dst_md);
     post_args(n, conv_posts(n, posts, post_dims, dst_md), dst_md, dst, args);
     args.push_back({DNNL_ARG_DST, dst});
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, convolution_forward(pd), args);
+    push(n, primitive(pd), args);
 }
 
 // A dense layer (constant weights, broadcast over the rows) as a 1x1 convolution whose spatial
@@ -595,7 +600,7 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
     int wt = view_of(n, ensure_plain(n, b), memory::desc({N, K, 1}, dt::f32, {1, N, 1}));
     std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, src},
                                              {DNNL_ARG_WEIGHTS, ensure_md(n, wt, pd.weights_desc())}};
-    push_dense_conv(n, op, pd, args, posts, post_dims);
+    push_dense(n, op, pd, args, posts, post_dims);
     return true;
 }
 
@@ -656,11 +661,15 @@ void run_qparams(const memory &range, const memory &params) {
 // the u8 activation and s8 weights, times the activation's and weights' scales, plus a bias) as
 // an int8 1x1 convolution over the rows, like lower_dense_as_conv: its runtime source scale and
 // zero point come from quantize_dynamic, the weights' scale (one, or one per column) is constant.
+// Weights with a zero point (a fifth input; uint8 weights arrive shifted to int8) run as an int8
+// matmul of the rows instead: oneDNN 3.2's convolutions take no weights zero point.
 void lower_qmatmul(Net &n, const Op &op) {
     std::vector<Post> posts;
     read_posts(n, op, posts);
-    if (op.ins.size() != 4) fail("qmatmul takes a, b, bias, b's scale");
+    if (op.ins.size() != 4 && op.ins.size() != 5)
+        fail("qmatmul takes a, b, bias, b's scale and optionally b's zero point");
     int a = op.ins[0], b = op.ins[1], bias = op.ins[2], bs = op.ins[3];
+    int bz = op.ins.size() == 5 ? op.ins[4] : -1;
     check_value(n, a, "qmatmul a");
     check_value(n, b, "qmatmul b");
     check_value(n, bs, "qmatmul scale");
@@ -679,35 +688,61 @@ void lower_qmatmul(Net &n, const Op &op) {
     int64_t scales = 1;
     for (auto x : n.values[bs].dims) scales *= x;
     if (scales != 1 && scales != N) fail("qmatmul: the weights' scale must be one or one per column");
-    b = ensure_plain(n, b);  // (K, N) rows, read as (N, K, 1) below
+    b = ensure_plain(n, b);  // (K, N) rows
+    auto int8 = [](float v) { return v >= -128.f && v <= 127.f && v == std::nearbyint(v); };
     const float *wv = (const float *)(n.values[root(n, b)].data.get() + skipped(n, b));
     for (int64_t i = 0; i < K * N; ++i)
-        if (!(wv[i] >= -128.f && wv[i] <= 127.f) || wv[i] != std::nearbyint(wv[i]))
-            fail("qmatmul: a weight is not an int8 value");
-    const dims_t cd = {1, N, rows};
-    const memory::desc dst_md(cd, dt::f32, tag::nwc), src_md({1, K, rows}, dt::u8, tag::nwc);
+        if (!int8(wv[i])) fail("qmatmul: a weight is not an int8 value");
+    if (bz >= 0) {
+        check_value(n, bz, "qmatmul zero point");
+        bz = ensure_plain(n, bz);
+        const Value &z = n.values[bz];
+        if (n.values[root(n, bz)].kind != CONST || z.dims != dims_t{1} ||
+            !int8(*(const float *)(n.values[root(n, bz)].data.get() + skipped(n, bz))))
+            fail("qmatmul: the weights' zero point must be one constant int8 value");
+    }
+    // The rows as the convolution's (1, N, rows) nwc, or the matmul's (rows, N): same storage.
+    const dims_t cd = bz < 0 ? dims_t{1, N, rows} : dims_t{rows, N};
+    const memory::desc dst_md = bz < 0 ? memory::desc(cd, dt::f32, tag::nwc) : plain(cd);
+    const memory::desc src_md = bz < 0 ? memory::desc({1, K, rows}, dt::u8, tag::nwc)
+                                       : memory::desc({rows, K}, dt::u8, tag::ab);
     std::vector<dims_t> post_dims;
     if (!conv_post_dims(n, posts, od, cd, post_dims)) fail("qmatmul: a post-op operand does not fit");
     primitive_attr attr = make_attr(n, posts, false, &dst_md, cd, post_dims);
     attr.set_scales_mask(DNNL_ARG_SRC, 0);
-    attr.set_scales_mask(DNNL_ARG_WEIGHTS, scales == 1 ? 0 : 1);
+    // One scale per column: the convolution's weights are (N, K, 1), the matmul's (K, N).
+    attr.set_scales_mask(DNNL_ARG_WEIGHTS, scales == 1 ? 0 : bz < 0 ? 1 : 2);
     attr.set_zero_points_mask(DNNL_ARG_SRC, 0);
-    const memory::desc wmd = memory::desc({N, K, 1}, dt::s8, tag::any);
-    auto pd = bias >= 0 ? convolution_forward::primitive_desc(
-                              n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
-                              src_md, wmd, plain({N}), dst_md, {1}, {0}, {0}, attr)
-                        : convolution_forward::primitive_desc(
-                              n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
-                              src_md, wmd, dst_md, {1}, {0}, {0}, attr);
+    primitive_desc pd;
+    memory::desc wf32;  // the float32 weights, viewed in the primitive's terms
+    if (bz < 0) {
+        const memory::desc wmd = memory::desc({N, K, 1}, dt::s8, tag::any);
+        pd = bias >= 0 ? convolution_forward::primitive_desc(
+                             n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
+                             src_md, wmd, plain({N}), dst_md, {1}, {0}, {0}, attr)
+                       : convolution_forward::primitive_desc(
+                             n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
+                             src_md, wmd, dst_md, {1}, {0}, {0}, attr);
+        wf32 = memory::desc({N, K, 1}, dt::f32, {1, N, 1});
+    } else {
+        attr.set_zero_points_mask(DNNL_ARG_WEIGHTS, 0);
+        const memory::desc wmd = memory::desc({K, N}, dt::s8, tag::any);
+        pd = bias >= 0 ? matmul::primitive_desc(n.eng, src_md, wmd, plain({1, N}), dst_md, attr)
+                       : matmul::primitive_desc(n.eng, src_md, wmd, dst_md, attr);
+        wf32 = plain({K, N});
+    }
     const Quantized q = quantize_dynamic(n, a);
-    int wt = view_of(n, b, memory::desc({N, K, 1}, dt::f32, {1, N, 1}));
+    int wt = view_of(n, b, wf32);
     std::vector<std::pair<int, int>> args = {
         {DNNL_ARG_SRC, view_of(n, q.q, src_md)},
         {DNNL_ARG_WEIGHTS, ensure_md(n, wt, pd.weights_desc())},
         {DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, q.scale},
         {DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, view_of(n, ensure_plain(n, bs), plain({scales}))},
         {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q.zp}};
-    push_dense_conv(n, op, pd, args, posts, post_dims);
+    if (bz >= 0)
+        args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_WEIGHTS,
+                        ensure_md(n, bz, memory::desc({1}, dt::s32, tag::a))});
+    push_dense(n, op, pd, args, posts, post_dims);
 }
 
 // A matmul's transpose (fusion.py): after the post-ops, one permutation for each of a, b and
