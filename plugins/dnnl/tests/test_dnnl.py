@@ -1382,6 +1382,82 @@ def test_int8_layers_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) -> None:  #
     refusals(quantized_mlp(tmp_path), {**DNNL, **MODES[1]})
 
 
+def quantized_convs(tmp_path, **conv: int) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+    """Two convolutions (bias, Relu; the second reads the first) quantized by
+    ``quantize_dynamic``: each is DynamicQuantizeLinear -> ConvInteger -> Cast -> Mul by the
+    scales -> Add of the bias. ``conv`` holds the first one's kernel, pads, group, stride and
+    the weights' type and whether they are per channel."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    k, pad, group, stride = (
+        conv.get(a, d) for a, d in (("k", 3), ("pad", 1), ("group", 1), ("stride", 1))
+    )
+    c = {"w1": rand(16, 8 // group, k, k) / 4, "b1": rand(16), "w2": rand(8, 16, 3, 3) / 4}
+    nodes = [
+        node("Conv", ["x", "w1", "b1"], "c1", pads=[pad] * 4, group=group, strides=[stride] * 2),
+        node("Relu", ["c1"], "r1"),
+        node("Conv", ["r1", "w2"], "c2", pads=[1, 1, 1, 1]),
+        node("Relu", ["c2"], "y"),
+    ]
+    onnx.save(make_model(nodes, {"x": [1, 8, 12, 10]}, ["y"], c), tmp_path / "f.onnx")
+    quantize_dynamic(
+        tmp_path / "f.onnx",
+        tmp_path / "q.onnx",
+        per_channel=bool(conv.get("per_channel")),
+        weight_type=QuantType.QUInt8 if conv.get("uint8") else QuantType.QInt8,
+        extra_options={"WeightSymmetric": True},
+    )
+    return onnx.load(tmp_path / "q.onnx")
+
+
+@pytest.mark.parametrize(
+    "conv",
+    [
+        {},
+        {"k": 1, "pad": 0},
+        {"group": 8},
+        {"stride": 2, "pad": 0},
+        {"per_channel": 1},
+        {"uint8": 1},
+    ],
+)
+def test_dynamically_quantized_convolutions_run_in_int8(conv: dict, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """quantize_dynamic's convolutions (3x3 padded, 1x1, depthwise, strided; weights int8 per
+    layer or per channel, or uint8 with zero point 128) are dnnl.qconv composites: oneDNN int8
+    convolutions whose source is quantized at run time as DynamicQuantizeLinear does, dividing
+    by the scale. Outputs equal onnxruntime's, and the compiled model saves and loads back."""
+    model = quantized_convs(tmp_path, **conv)
+    x = rand(1, 8, 12, 10) + 0.3
+    report = assert_matches_onnxruntime(model, DNNL, {"x": x}, rtol=0, atol=1e-5)
+    decisions = report.plan.decisions
+    assert {d.backend for d in decisions.values()} == {"dnnl"}
+    assert sum(d.composite == "dnnl.qconv" for d in decisions.values()) == 9  # 5 + 4 (no bias)
+    compiled = byoc.compile(model, DNNL)
+    step = _dnnl_step(compiled)
+    kernels = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+    assert [k["kind"] for k in kernels] == ["qconv", "qconv"]
+    assert [[p["alg"] for p in k["post_ops"]] for k in kernels] == [["relu"], ["relu"]]
+    impls = [i for _, i in step.runtime.implementations()]
+    assert sum(i.startswith("convolution") for i in impls) == 2, impls
+    assert not [i for i in impls if "ref" in i], impls
+    again = byoc.load(compiled.save(tmp_path / "q.byoc"))
+    np.testing.assert_array_equal(again.run({"x": x})["y"], compiled.run({"x": x})["y"])
+
+
+def test_quantized_convolutions_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """uint8 weights with a zero point other than 128 (oneDNN's int8 convolutions take no
+    weights zero point) make no qconv composite, and the reason is given."""
+    model = quantized_convs(tmp_path, uint8=1)
+    for t in model.graph.initializer:
+        if t.name.endswith("_zero_point") and t.data_type == onnx.TensorProto.UINT8:
+            t.CopyFrom(onnx.numpy_helper.from_array(np.uint8(121), t.name))
+    decisions = byoc.partition(model, DNNL).decisions
+    assert all(d.composite != "dnnl.qconv" for d in decisions.values())
+    reasons = [r for d in decisions.values() for _, r in d.refusals]
+    assert any("zero point is not 128" in r for r in reasons), reasons
+    assert_matches_onnxruntime(model, DNNL, {"x": rand(1, 8, 12, 10)})
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

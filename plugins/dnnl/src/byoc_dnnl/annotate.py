@@ -38,7 +38,7 @@ def weighted(node: NodeView) -> bool:
     """
     if node.op_type in ("Conv", "ConvTranspose"):
         return True
-    if node.op_type == "MatMulInteger":  # a dynamically quantized dense layer (dnnl.qmatmul)
+    if node.op_type in ("MatMulInteger", "ConvInteger"):  # dnnl.qmatmul, dnnl.qconv
         return node.const(1) is not None
     return node.op_type in ("MatMul", "Gemm") and any(node.const(i) is not None for i in (0, 1))
 
@@ -528,16 +528,18 @@ def _with_types(check: Check) -> Check:
 
 
 def _dynamic_quantize(node: NodeView) -> str | None:
-    """DynamicQuantizeLinear makes no kernel of its own: the int8 dense layers reading it
-    (``dnnl.qmatmul``) quantize its input, so it is claimed only when they alone read it."""
+    """DynamicQuantizeLinear makes no kernel of its own: the int8 layers reading it
+    (``dnnl.qmatmul``, ``dnnl.qconv``) quantize its input, so it is claimed only when they
+    alone read it."""
     t = node.input_type(0)
     if t is None or t.dtype != np.float32 or not t.is_static or not t.shape:
         return f"input '{node.inputs[0]}' must be float32 of a static shape (rank >= 1)"
     graph = node.graph
+    layers = {"MatMulInteger", "ConvInteger"}
     for i, name in enumerate(node.outputs):
         readers = {graph.nodes[r].op_type for r in graph.consumers.get(name, [])}
-        if name in graph.outputs or not readers <= {("MatMulInteger", "Mul", "MatMulInteger")[i]}:
-            return "an output is read by something other than the int8 dense layers after it"
+        if name in graph.outputs or not readers <= (layers, {"Mul"}, layers)[i]:
+            return "an output is read by something other than the int8 layers after it"
     return None
 
 
@@ -774,10 +776,20 @@ def _qmatmul() -> tuple[Pattern, Pattern]:
     return op("Add", y, const("bias"), commutative=True), y
 
 
-def _qmatmul_check(match: Match) -> str | None:
-    """The activation, its scale and zero point are one DynamicQuantizeLinear's outputs; the
-    weights are int8 or uint8 of shape (K, N) with one zero point (per layer, or the same for
-    every column); scales and bias are float32 per layer or per column."""
+def _qconv() -> tuple[Pattern, Pattern]:
+    """A convolution as ``quantize_dynamic`` writes it: ConvInteger of a DynamicQuantizeLinear's
+    u8 output by constant int8 weights, Cast to float, times the activation's scale times the
+    weights' (one, or one per output channel); with a bias, and without."""
+    xq, xzp, w = wildcard("xq"), wildcard("xzp"), const("w")
+    product = op("ConvInteger", xq, w, xzp, const("wzp")) | op("ConvInteger", xq, w, xzp)
+    scale = op("Mul", wildcard("xs"), const("ws"), commutative=True)
+    y = op("Mul", op("Cast", product.named("conv")).named("int"), scale, commutative=True)
+    return op("Add", y, const("bias"), commutative=True), y
+
+
+def _quantized_input(match: Match) -> str | None:
+    """The activation, its scale and zero point of an int8 layer are one DynamicQuantizeLinear's
+    outputs, and the product is cast to float32 of a static shape."""
     graph, b = match.graph, match.bound
     index = graph.producer.get(b["xq"])
     quantize = graph.view(index) if index is not None else None
@@ -788,6 +800,60 @@ def _qmatmul_check(match: Match) -> str | None:
     reason = _dynamic_quantize(quantize)
     if reason:
         return f"{quantize.name}: {reason}"
+    if int(match.producer("int").attrs.get("to", 0)) != onnx.TensorProto.FLOAT:
+        return "the product is not cast to float32"
+    out = match.root.output_type(0)
+    if out is None or out.dtype != np.float32 or not out.is_static:
+        return "the output is not float32 of a static shape"
+    return None
+
+
+def _qconv_check(match: Match) -> str | None:
+    """As ``_qmatmul_check``; the weights (OC, IC/group, k...) are int8, or uint8 with zero
+    point 128 (int8 once shifted), since oneDNN's int8 convolutions take no weights zero point;
+    the bias is one float32 per output channel."""
+    reason = _quantized_input(match)
+    if reason:
+        return reason
+    w, ws, conv = match.constant("w"), match.constant("ws"), match.producer("conv")
+    assert w is not None and ws is not None
+    if w.dtype not in (np.int8, np.uint8):
+        return f"the weights are {w.dtype}; int8 or uint8 is supported"
+    wzp = match.constant("wzp") if "wzp" in match.bound else None
+    zero = 128 if w.dtype == np.uint8 else 0
+    if (wzp is None and zero) or (wzp is not None and np.any(wzp.astype(np.int16) != zero)):
+        return f"the weights' zero point is not {zero} (oneDNN's int8 convolutions take none)"
+    x = conv.input_type(0)
+    assert x is not None and x.shape is not None
+    a, oc = conv.attrs, w.shape[0]
+    if not 3 <= len(x.shape) == w.ndim <= 5:
+        return f"a convolution of rank {len(x.shape)} by weights {w.shape} is not supported"
+    if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
+        return f"auto_pad={a['auto_pad']!r} is not supported"
+    group = int(a.get("group", 1))
+    if group < 1 or oc % group or x.shape[1] != w.shape[1] * group:
+        return f"group={group} does not match {x.shape[1]} input channels"
+    if any(s < 1 for s in a.get("strides", [])) or any(d < 1 for d in a.get("dilations", [])):
+        return "strides and dilations must be >= 1"
+    if ws.dtype != np.float32 or ws.size not in (1, oc) or not np.all(np.isfinite(ws)):
+        return f"the weights' scale must be {oc} or one finite float32 values"
+    bias = match.constant("bias") if "bias" in match.bound else None
+    if bias is not None:
+        rank = len(x.shape)
+        shape = (1,) * (rank - bias.ndim) + bias.shape  # as it broadcasts against the output
+        if bias.dtype != np.float32 or shape != (1, oc) + (1,) * (rank - 2):
+            return f"the bias must be {oc} float32 values along the channel axis"
+    return None
+
+
+def _qmatmul_check(match: Match) -> str | None:
+    """The activation, its scale and zero point are one DynamicQuantizeLinear's outputs; the
+    weights are int8 or uint8 of shape (K, N) with one zero point (per layer, or the same for
+    every column); scales and bias are float32 per layer or per column."""
+    reason = _quantized_input(match)
+    if reason:
+        return reason
+    b = match.bound
     w, ws = match.constant("w"), match.constant("ws")
     assert w is not None and ws is not None
     wzp = match.constant("wzp") if "wzp" in b else None
@@ -800,15 +866,10 @@ def _qmatmul_check(match: Match) -> str | None:
         return "the weights' zero points differ between columns (oneDNN's int8 matmul takes one)"
     if ws.dtype != np.float32 or ws.size not in (1, n) or not np.all(np.isfinite(ws)):
         return f"the weights' scale must be {n} or one finite float32 values"
-    if int(match.producer("int").attrs.get("to", 0)) != onnx.TensorProto.FLOAT:
-        return "the product is not cast to float32"
-    x = quantize.input_type(0)
-    out = match.root.output_type(0)
+    x = match.graph.view(match.graph.producer[b["xq"]]).input_type(0)
     assert x is not None and x.shape is not None
     if len(x.shape) < 2 or x.shape[-1] != w.shape[0]:
         return f"the activation {x} is not (..., {w.shape[0]}), a product by weights {w.shape}"
-    if out is None or out.dtype != np.float32 or not out.is_static:
-        return "the output is not float32 of a static shape"
     bias = match.constant("bias") if "bias" in b else None
     if bias is not None and (
         bias.dtype != np.float32 or bias.size != n or bias.ndim > len(x.shape)
@@ -837,6 +898,7 @@ def pattern_table(config: Mapping[str, Any]) -> list[tuple[str, Pattern, Any]]:
     int8 = config.get("codegen", "json") == "json"  # the C kernel library has no int8 kernels
     return [
         *(("dnnl.qmatmul", p, _qmatmul_check) for p in (_qmatmul() if int8 else ())),
+        *(("dnnl.qconv", p, _qconv_check) for p in (_qconv() if int8 else ())),
         ("dnnl.conv2d_bias_sum_relu", op("Relu", residual), _residual_check),
         ("dnnl.conv2d_bias_sum", residual, _residual_check),
         ("dnnl.conv2d_bn_hardswish", _hardswish(bn.named("x")), _members_ok),

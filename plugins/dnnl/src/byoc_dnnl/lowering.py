@@ -125,6 +125,8 @@ class Lowering:
         idiom = next((a for a in idioms if comp.name.endswith(a)), None)
         if comp.name == "dnnl.qmatmul":
             self._qmatmul(comp, members)
+        elif comp.name == "dnnl.qconv":
+            self._qconv(comp, members)
         elif comp.name == "dnnl.layernorm":
             b = comp.bound
             eps = float(np.asarray(self.const(b["eps"])).reshape(-1)[0])
@@ -178,6 +180,46 @@ class Lowering:
         k = self.emit("qmatmul", inputs, root.outputs[0], root)
         k.members = [m.name for m in members]
 
+    def _qconv(self, comp: Composite, members: list[NodeView]) -> None:
+        """An int8 convolution reading a DynamicQuantizeLinear of this partition, as
+        ``_qmatmul``: weights (uint8 ones shifted to int8: their zero point is 128), bias and
+        scale as float32 constants, the convolution's geometry as ``_Conv``'s."""
+        b, root = comp.bound, members[-1]
+        x = self.quantized.get(b["xq"])
+        if x is None:
+            raise NodesRefused(
+                {m.name: "its DynamicQuantizeLinear runs elsewhere" for m in members}
+            )
+        conv = next(m for m in members if m.op_type == "ConvInteger")
+        w, ws = self.const(b["w"]), self.const(b["ws"])
+        assert w is not None and ws is not None
+        w = w.astype(np.int16) - (128 if w.dtype == np.uint8 else 0)
+        xs, ys, k = self.shape(conv.inputs[0]), self.shape(root.outputs[0]), list(w.shape[2:])
+        strides = list(conv.attrs.get("strides", [1] * len(k)))
+        dil = list(conv.attrs.get("dilations", [1] * len(k)))
+        pads = self._pads(conv.attrs, xs[2:], ys[2:], k, strides, dil)
+        group = int(conv.attrs.get("group", 1))
+        if group > 1:
+            w = w.reshape(group, w.shape[0] // group, *w.shape[1:])
+        bias = self.const(b.get("bias"))
+        inputs = [
+            x,
+            self.new_const(b["w"], w),
+            None if bias is None else self.new_const(b["bias"], bias.reshape(-1)),
+            self.new_const(b["ws"], ws.reshape(-1)),
+        ]
+        kernel = self.emit(
+            "qconv",
+            inputs,
+            root.outputs[0],
+            root,
+            strides=strides,
+            dilations=[d - 1 for d in dil],
+            pads_begin=pads[0],
+            pads_end=pads[1],
+        )
+        kernel.members = [m.name for m in members]
+
     @staticmethod
     def _ancestors(x: str, by_out: dict[str, NodeView]) -> set[str]:
         found: set[str] = set()
@@ -193,15 +235,16 @@ class Lowering:
         getattr(self, f"_{node.op_type}", self._unknown)(node)
 
     def _DynamicQuantizeLinear(self, node: NodeView) -> None:
-        """No kernel: the int8 dense layers reading it (``_qmatmul``) quantize its input. Its
-        outputs exist only inside them (the support check made sure of that in the whole
+        """No kernel: the int8 layers reading it (``_qmatmul``, ``_qconv``) quantize its input.
+        Its outputs exist only inside them (the support check made sure of that in the whole
         model); refused when the partition lost one of those readers."""
         readers = {r for name in node.outputs for r in self.graph.consumers.get(name, [])}
-        inside = {n for c in self.partition.composites if c.name == "dnnl.qmatmul" for n in c.nodes}
+        int8 = ("dnnl.qmatmul", "dnnl.qconv")
+        inside = {n for c in self.partition.composites if c.name in int8 for n in c.nodes}
         if set(node.outputs) & set(self.partition.outputs) or any(
             self.graph.nodes[r].name not in inside for r in readers
         ):
-            raise NodesRefused({node.name: "an int8 dense layer reading it runs elsewhere"})
+            raise NodesRefused({node.name: "an int8 layer reading it runs elsewhere"})
         self.quantized[node.outputs[0]] = node.inputs[0]
 
     def _unknown(self, node: NodeView) -> None:

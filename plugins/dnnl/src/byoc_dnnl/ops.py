@@ -29,8 +29,9 @@ KINDS = (
     "shuffle",
     "qmatmul",
     "reduce",
+    "qconv",
 )
-FUSES = ("conv", "deconv", "matmul", "qmatmul", "binary")  # the kernels that take post-ops
+FUSES = ("conv", "deconv", "matmul", "qmatmul", "qconv", "binary")  # the kernels that take post-ops
 POST_KINDS = ("eltwise", "sum", "binary")
 # The JSON graph's algorithm names -> oneDNN's (dnnl::algorithm::<name>).
 ELTWISE_ALGS = {

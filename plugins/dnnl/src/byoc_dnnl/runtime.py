@@ -315,7 +315,7 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
         ]
     nd = len(node["shape"]) - 2
     try:
-        if kind in ("conv", "deconv"):
+        if kind in ("conv", "deconv", "qconv"):
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
         elif kind == "pool":

@@ -606,23 +606,35 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
 
 // Tensor `src` quantized the way ONNX's DynamicQuantizeLinear does, once per tensor however many
 // layers read it: oneDNN's min and max reductions find its range, a custom step (QPARAMS) turns
-// it into the scale and zero point, and a reorder quantizes with them. (One hand-written pass
-// for min and max, compiled for SSE2, ran slower than the two reductions, jitted for the CPU.)
+// it into the scale and zero point, and a binary division by the scale, rounded half to even,
+// plus the zero point, writes the u8 tensor. (One hand-written pass for min and max, compiled
+// for SSE2, ran slower than the two reductions, jitted for the CPU. A reorder with the scale
+// multiplies by its reciprocal instead of dividing, and rounded some values to the other side
+// of a half: a quantized convolution net's outputs then differed from onnxruntime's.)
 Quantized quantize_dynamic(Net &n, int x) {
     for (const Quantized &c : n.quantized)
         if (c.src == x) return c;
     int xp = ensure_plain(n, x);
     const dims_t d = n.values[x].dims, ones(d.size(), 1);
-    // [min, max] as two floats of one tensor; [scale, zero point] as a float and an int32.
-    int range = new_value(n, {2}, plain({2})), params = new_value(n, {2}, plain({2}));
-    int lo = view_of(n, range, plain(ones)), hi = view_of(n, range, plain(ones));
-    int scale = view_of(n, params, plain({1}));
+    // [min, max] as two floats of one tensor; [scale, zero point, zero point] as a float, an
+    // int32 (the layers' runtime argument) and a float (the quantization's operand).
+    int range = new_value(n, {2}, plain({2})), params = new_value(n, {3}, plain({3}));
+    int lo = view_of(n, range, plain({1, 1})), hi = view_of(n, range, plain({1, 1}));
+    int scale = view_of(n, params, plain({1})), divisor = view_of(n, params, plain(ones));
     int zp = view_of(n, params, memory::desc({1}, dt::s32, tag::a));
+    int addend = view_of(n, params, plain(ones));
     n.values[hi].skip = n.values[zp].skip = sizeof(float);
+    n.values[addend].skip = 2 * sizeof(float);
+    // The range of the dense buffer, viewed as one row: oneDNN's jit reduction over all dims
+    // of some shapes (1x60x1x40) is its reference loop.
+    int64_t count = 1;
+    for (auto e : d) count *= e;
+    const int flat = view_of(n, xp, plain({1, count}));
     for (auto [alg, out] : {std::pair{algorithm::reduction_min, lo}, {algorithm::reduction_max, hi}}) {
-        reduction::primitive_desc pd(n.eng, alg, plain(d), plain(ones), 0.f, 0.f, plain_attr());
+        reduction::primitive_desc pd(n.eng, alg, plain({1, count}), plain({1, 1}), 0.f, 0.f,
+                                     plain_attr());
         n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-        push(n, reduction(pd), {{DNNL_ARG_SRC, xp}, {DNNL_ARG_DST, out}});
+        push(n, reduction(pd), {{DNNL_ARG_SRC, flat}, {DNNL_ARG_DST, out}});
     }
     Step s;
     s.custom = QPARAMS;
@@ -631,14 +643,17 @@ Quantized quantize_dynamic(Net &n, int x) {
     n.steps.push_back(s);
     int q = new_value(n, d, memory::desc(d, dt::u8, plain(d).get_strides()));
     primitive_attr attr = plain_attr();
-    attr.set_scales_mask(DNNL_ARG_DST, 0);
-    attr.set_zero_points_mask(DNNL_ARG_DST, 0);
-    reorder::primitive_desc pd(n.eng, plain(d), n.eng, n.values[q].md, attr);
+    post_ops po;
+    po.append_eltwise(algorithm::eltwise_round, 0.f, 0.f);
+    po.append_binary(algorithm::binary_add, plain(ones));
+    attr.set_post_ops(po);
+    binary::primitive_desc pd(n.eng, algorithm::binary_div, plain(d), plain(ones), n.values[q].md,
+                              attr);
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
-    push(n, reorder(pd), {{DNNL_ARG_FROM, xp},
-                          {DNNL_ARG_TO, q},
-                          {DNNL_ARG_ATTR_SCALES | DNNL_ARG_DST, scale},
-                          {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_DST, zp}});
+    push(n, binary(pd), {{DNNL_ARG_SRC_0, xp},
+                         {DNNL_ARG_SRC_1, divisor},
+                         {DNNL_ARG_ATTR_MULTIPLE_POST_OP(1) | DNNL_ARG_SRC_1, addend},
+                         {DNNL_ARG_DST, q}});
     n.quantized.push_back({x, q, scale, zp});
     return n.quantized.back();
 }
@@ -655,6 +670,7 @@ void run_qparams(const memory &range, const memory &params) {
     p[0] = scale;
     int32_t z = (int32_t)zp;
     std::memcpy(p + 1, &z, sizeof z);
+    p[2] = zp;
 }
 
 // A dense layer of dynamically quantized int8 (onnxruntime's quantize_dynamic: MatMulInteger of
@@ -743,6 +759,82 @@ void lower_qmatmul(Net &n, const Op &op) {
         args.push_back({DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_WEIGHTS,
                         ensure_md(n, bz, memory::desc({1}, dt::s32, tag::a))});
     push_dense(n, op, pd, args, posts, post_dims);
+}
+
+// A convolution of dynamically quantized int8 (quantize_dynamic's ConvInteger of the u8
+// activation and s8 weights, times both scales, plus a bias), as lower_qmatmul: the source is
+// quantized at run time (quantize_dynamic), then reordered into the layout the int8
+// convolution picks (a u8 copy); the weights' scale is one, or one per output channel.
+void lower_qconv(Net &n, const Op &op) {
+    std::vector<Post> posts;
+    size_t at = read_posts(n, op, posts).first;
+    if (op.ins.size() != 4) fail("qconv takes src, weights, bias, the weights' scale");
+    int src = op.ins[0], wei = op.ins[1], bias = op.ins[2], ws = op.ins[3];
+    check_value(n, src, "qconv src");
+    check_value(n, wei, "qconv weights");
+    check_value(n, ws, "qconv scale");
+    if (n.values[root(n, wei)].kind != CONST || n.values[root(n, ws)].kind != CONST)
+        fail("qconv: the weights and their scale must be constants");
+    const dims_t sd = n.values[src].dims, wd = n.values[wei].dims, od = n.values[op.out].dims;
+    if (sd.size() < 3 || sd.size() > 5) fail("qconv src must have 3 to 5 dims");
+    const size_t k = sd.size() - 2;
+    const bool grouped = wd.size() == sd.size() + 1;
+    if (!grouped && wd.size() != sd.size()) fail("qconv: the weights' rank does not fit the src");
+    const int64_t oc = grouped ? wd[0] * wd[1] : wd[0];
+    dims_t strides = take(op.ip, at, k), dil = take(op.ip, at, k), pl = take(op.ip, at, k),
+           pr = take(op.ip, at, k);
+    int64_t scales = 1;
+    for (auto x : n.values[ws].dims) scales *= x;
+    if (scales != 1 && scales != oc) fail("qconv: the weights' scale must be one or one per channel");
+    wei = ensure_plain(n, wei);
+    int64_t count = 1;
+    for (auto x : wd) count *= x;
+    const float *wv = (const float *)(n.values[root(n, wei)].data.get() + skipped(n, wei));
+    for (int64_t i = 0; i < count; ++i)
+        if (!(wv[i] >= -128.f && wv[i] <= 127.f) || wv[i] != std::nearbyint(wv[i]))
+            fail("qconv: a weight is not an int8 value");
+    memory::desc bias_md;
+    if (bias >= 0) {
+        check_value(n, bias, "qconv bias");
+        if (n.values[bias].dims != dims_t{oc}) fail("qconv: the bias must have one value per channel");
+        bias_md = plain({oc});
+    }
+    auto make = [&](const primitive_attr &a, const memory::desc &d) {
+        const memory::desc s(sd, dt::u8, tag::any), wmd(wd, dt::s8, tag::any);
+        return bias >= 0 ? convolution_forward::primitive_desc(
+                               n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
+                               s, wmd, bias_md, d, strides, dil, pl, pr, a)
+                         : convolution_forward::primitive_desc(
+                               n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
+                               s, wmd, d, strides, dil, pl, pr, a);
+    };
+    auto attr_for = [&](const memory::desc *dst_md) {
+        primitive_attr a = make_attr(n, posts, false, dst_md, od);
+        a.set_scales_mask(DNNL_ARG_SRC, 0);
+        a.set_scales_mask(DNNL_ARG_WEIGHTS, scales == 1 ? 0 : grouped ? 3 : 1);
+        a.set_zero_points_mask(DNNL_ARG_SRC, 0);
+        return a;
+    };
+    convolution_forward::primitive_desc pd = make(attr_for(nullptr), any(od));
+    for (const Post &p : posts)
+        if (p.kind == PO_BINARY && n.values[p.tensor].dims == od) {
+            const memory::desc dst_md = pd.dst_desc();  // full-size operands in its layout
+            pd = make(attr_for(&dst_md), dst_md);
+            break;
+        }
+    const Quantized q = quantize_dynamic(n, src);
+    std::vector<std::pair<int, int>> args = {
+        {DNNL_ARG_SRC, ensure_md(n, q.q, pd.src_desc())},
+        {DNNL_ARG_WEIGHTS, ensure_md(n, wei, pd.weights_desc())},
+        {DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, q.scale},
+        {DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, view_of(n, ensure_plain(n, ws), plain({scales}))},
+        {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q.zp}};
+    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, ensure_plain(n, bias)});
+    set_out(n, op.out, pd.dst_desc());
+    post_args(n, posts, pd.dst_desc(), op.out, args);
+    args.push_back({DNNL_ARG_DST, op.out});
+    n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    push(n, primitive(pd), args);
 }
 
 // A matmul's transpose (fusion.py): after the post-ops, one permutation for each of a, b and
@@ -1168,6 +1260,7 @@ void lower(Net &n, const Op &op) {
         case OP_SHUFFLE: lower_shuffle(n, op); break;
         case OP_QMATMUL: lower_qmatmul(n, op); break;
         case OP_REDUCE: lower_reduce(n, op); break;
+        case OP_QCONV: lower_qconv(n, op); break;
         default: fail("unknown op kind " + std::to_string(op.kind));
     }
 }
