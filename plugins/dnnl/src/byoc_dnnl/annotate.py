@@ -776,15 +776,21 @@ def _qmatmul() -> tuple[Pattern, Pattern]:
     return op("Add", y, const("bias"), commutative=True), y
 
 
-def _qconv() -> tuple[Pattern, Pattern]:
+def _qconv() -> tuple[Pattern, Pattern, Pattern]:
     """A convolution as ``quantize_dynamic`` writes it: ConvInteger of a DynamicQuantizeLinear's
     u8 output by constant int8 weights, Cast to float, times the activation's scale times the
-    weights' (one, or one per output channel); with a bias, and without."""
+    weights' (one, or one per output channel); with a bias, and without. Older onnxruntimes
+    (ddddocr's models) quantized the bias too, at run time: ``int32(floor(bias / scale))``
+    added to the product before the Cast."""
     xq, xzp, w = wildcard("xq"), wildcard("xzp"), const("w")
     product = op("ConvInteger", xq, w, xzp, const("wzp")) | op("ConvInteger", xq, w, xzp)
     scale = op("Mul", wildcard("xs"), const("ws"), commutative=True)
     y = op("Mul", op("Cast", product.named("conv")).named("int"), scale, commutative=True)
-    return op("Add", y, const("bias"), commutative=True), y
+    qbias = op("Cast", op("Floor", op("Div", const("bias"), scale))).named("qbias")
+    qbias = (op("Reshape", qbias, const()) | qbias).named("added")
+    acc = op("Add", product.named("conv"), qbias, commutative=True)
+    y_qbias = op("Mul", op("Cast", acc).named("int"), scale, commutative=True)
+    return y_qbias, op("Add", y, const("bias"), commutative=True), y
 
 
 def _quantized_input(match: Match) -> str | None:
@@ -809,9 +815,10 @@ def _quantized_input(match: Match) -> str | None:
 
 
 def _qconv_check(match: Match) -> str | None:
-    """As ``_qmatmul_check``; the weights (OC, IC/group, k...) are int8, or uint8 with zero
-    point 128 (int8 once shifted), since oneDNN's int8 convolutions take no weights zero point;
-    the bias is one float32 per output channel."""
+    """As ``_qmatmul_check``; the weights (OC, IC/group, k...) are int8 or uint8 with one zero
+    point (a convolution whose groups have one output channel each, or one group, with one
+    weights' scale, when the zero point is not 0 once uint8 weights are shifted to int8); the
+    bias is one float32 per output channel, or its run-time quantization (``_qconv``)."""
     reason = _quantized_input(match)
     if reason:
         return reason
@@ -819,18 +826,26 @@ def _qconv_check(match: Match) -> str | None:
     assert w is not None and ws is not None
     if w.dtype not in (np.int8, np.uint8):
         return f"the weights are {w.dtype}; int8 or uint8 is supported"
-    wzp = match.constant("wzp") if "wzp" in match.bound else None
-    zero = 128 if w.dtype == np.uint8 else 0
-    if (wzp is None and zero) or (wzp is not None and np.any(wzp.astype(np.int16) != zero)):
-        return f"the weights' zero point is not {zero} (oneDNN's int8 convolutions take none)"
     x = conv.input_type(0)
     assert x is not None and x.shape is not None
     a, oc = conv.attrs, w.shape[0]
+    group = int(a.get("group", 1))
+    wzp = match.constant("wzp") if "wzp" in match.bound else None
+    if wzp is not None and (wzp.dtype != w.dtype or wzp.size not in (1, oc)):
+        return f"the weights' zero point must be one or {oc} {w.dtype} values"
+    if wzp is not None and np.any(wzp != wzp.flat[0]):
+        return "the weights' zero points differ between channels"
+    shifted = (0 if wzp is None else int(wzp.flat[0])) - (128 if w.dtype == np.uint8 else 0)
+    if shifted and group > 1 and oc != group:
+        return "a weights' zero point on a grouped convolution with groups of several channels"
+    if shifted and ws.size != 1:
+        return "a weights' zero point with one scale per channel"
+    if "qbias" in match.bound and int(match.producer("qbias").attrs.get("to", 0)) != 6:
+        return "the quantized bias is not cast to int32"
     if not 3 <= len(x.shape) == w.ndim <= 5:
         return f"a convolution of rank {len(x.shape)} by weights {w.shape} is not supported"
     if a.get("auto_pad", "NOTSET") not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
         return f"auto_pad={a['auto_pad']!r} is not supported"
-    group = int(a.get("group", 1))
     if group < 1 or oc % group or x.shape[1] != w.shape[1] * group:
         return f"group={group} does not match {x.shape[1]} input channels"
     if any(s < 1 for s in a.get("strides", [])) or any(d < 1 for d in a.get("dilations", [])):
@@ -838,10 +853,13 @@ def _qconv_check(match: Match) -> str | None:
     if ws.dtype != np.float32 or ws.size not in (1, oc) or not np.all(np.isfinite(ws)):
         return f"the weights' scale must be {oc} or one finite float32 values"
     bias = match.constant("bias") if "bias" in match.bound else None
+    rank = len(x.shape)
     if bias is not None:
-        rank = len(x.shape)
-        shape = (1,) * (rank - bias.ndim) + bias.shape  # as it broadcasts against the output
-        if bias.dtype != np.float32 or shape != (1, oc) + (1,) * (rank - 2):
+        added = match.graph.type_of(match.bound["added"]) if "qbias" in match.bound else None
+        shape = bias.shape if added is None else added.shape
+        # as it broadcasts against the output
+        shape = None if shape is None else (1,) * (rank - len(shape)) + tuple(shape)
+        if bias.dtype != np.float32 or bias.size != oc or shape != (1, oc) + (1,) * (rank - 2):
             return f"the bias must be {oc} float32 values along the channel axis"
     return None
 

@@ -182,8 +182,10 @@ class Lowering:
 
     def _qconv(self, comp: Composite, members: list[NodeView]) -> None:
         """An int8 convolution reading a DynamicQuantizeLinear of this partition, as
-        ``_qmatmul``: weights (uint8 ones shifted to int8: their zero point is 128), bias and
-        scale as float32 constants, the convolution's geometry as ``_Conv``'s."""
+        ``_qmatmul``: weights (uint8 ones shifted to int8), bias, scale and the weights' zero
+        point (when not 0) as float32 constants, the convolution's geometry as ``_Conv``'s.
+        ``int_bias``: the bias is quantized at run time (``floor(bias / scale)``, added to the
+        int32 product) as older onnxruntimes wrote it."""
         b, root = comp.bound, members[-1]
         x = self.quantized.get(b["xq"])
         if x is None:
@@ -193,7 +195,10 @@ class Lowering:
         conv = next(m for m in members if m.op_type == "ConvInteger")
         w, ws = self.const(b["w"]), self.const(b["ws"])
         assert w is not None and ws is not None
-        w = w.astype(np.int16) - (128 if w.dtype == np.uint8 else 0)
+        shift = 128 if w.dtype == np.uint8 else 0
+        zp = self.const(b.get("wzp"))
+        zero = (0 if zp is None else int(np.asarray(zp).reshape(-1)[0])) - shift
+        w = w.astype(np.int16) - shift
         xs, ys, k = self.shape(conv.inputs[0]), self.shape(root.outputs[0]), list(w.shape[2:])
         strides = list(conv.attrs.get("strides", [1] * len(k)))
         dil = list(conv.attrs.get("dilations", [1] * len(k)))
@@ -207,6 +212,7 @@ class Lowering:
             self.new_const(b["w"], w),
             None if bias is None else self.new_const(b["bias"], bias.reshape(-1)),
             self.new_const(b["ws"], ws.reshape(-1)),
+            self.new_const(b.get("wzp", b["w"]), np.array([zero])) if zero else None,
         ]
         kernel = self.emit(
             "qconv",
@@ -217,6 +223,7 @@ class Lowering:
             dilations=[d - 1 for d in dil],
             pads_begin=pads[0],
             pads_end=pads[1],
+            int_bias=int("qbias" in b),
         )
         kernel.members = [m.name for m in members]
 

@@ -318,6 +318,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
         if kind in ("conv", "deconv", "qconv"):
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
+            if kind == "qconv":
+                ip += _ints([a.get("int_bias", 0)], "int_bias", 1)
         elif kind == "pool":
             ip += [_alg(i, "pool", a), *_ints(a["kernel"], "kernel", nd, 1)]
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)

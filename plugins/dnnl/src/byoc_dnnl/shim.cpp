@@ -56,6 +56,7 @@ using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generate
 
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
 const int QPARAMS = OP_END;  // a custom step (no op kind): quantize_dynamic's parameters
+const int QBIAS = OP_END + 1;  // a custom step: a bias older onnxruntimes quantized (run_qbias)
 
 struct Value {
     dims_t dims;
@@ -75,8 +76,8 @@ struct Step {
     primitive prim;
     std::vector<std::pair<int, int>> args;  // (DNNL_ARG_*, value id)
     bool has_prim = false;
-    int custom = 0;  // OP_ERF, QPARAMS
-    int a = -1, b = -1;
+    int custom = 0;  // OP_ERF, QPARAMS, QBIAS
+    int a = -1, b = -1, c = -1, d = -1;
     int op = -1;     // the op (bd_op call) this step belongs to; -1: an output reorder
     int threads = 0; // the OpenMP threads its primitive was made for
 };
@@ -611,11 +612,21 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
 // for SSE2, ran slower than the two reductions, jitted for the CPU. A reorder with the scale
 // multiplies by its reciprocal instead of dividing, and rounded some values to the other side
 // of a half: a quantized convolution net's outputs then differed from onnxruntime's.)
-Quantized quantize_dynamic(Net &n, int x) {
+Quantized quantize_dynamic(Net &n, int x, bool own_order) {
     for (const Quantized &c : n.quantized)
-        if (c.src == x) return c;
-    int xp = ensure_plain(n, x);
+        if (c.src == x &&
+            (own_order || n.values[c.q].md.get_strides() == plain(n.values[x].dims).get_strides()))
+            return c;
     const dims_t d = n.values[x].dims, ones(d.size(), 1);
+    int64_t count = 1;
+    for (auto e : d) count *= e;
+    // own_order (a convolution's source): a dense tensor is quantized in its own order of dims
+    // (a convolution's channels-last output stays channels-last, which the next int8
+    // convolution reads); a blocked or padded one, or a dense layer's rows, is plain first.
+    const memory::desc &xmd = n.values[x].md;
+    const bool dense = xmd.get_inner_nblks() == 0 && xmd.get_size() == (size_t)count * sizeof(float);
+    int xp = own_order && dense ? x : ensure_plain(n, x);
+    const memory::desc qmd(d, dt::u8, n.values[xp].md.get_strides());
     // [min, max] as two floats of one tensor; [scale, zero point, zero point] as a float, an
     // int32 (the layers' runtime argument) and a float (the quantization's operand).
     int range = new_value(n, {2}, plain({2})), params = new_value(n, {3}, plain({3}));
@@ -627,8 +638,6 @@ Quantized quantize_dynamic(Net &n, int x) {
     n.values[addend].skip = 2 * sizeof(float);
     // The range of the dense buffer, viewed as one row: oneDNN's jit reduction over all dims
     // of some shapes (1x60x1x40) is its reference loop.
-    int64_t count = 1;
-    for (auto e : d) count *= e;
     const int flat = view_of(n, xp, plain({1, count}));
     for (auto [alg, out] : {std::pair{algorithm::reduction_min, lo}, {algorithm::reduction_max, hi}}) {
         reduction::primitive_desc pd(n.eng, alg, plain({1, count}), plain({1, 1}), 0.f, 0.f,
@@ -641,14 +650,13 @@ Quantized quantize_dynamic(Net &n, int x) {
     s.a = range;
     s.b = params;
     n.steps.push_back(s);
-    int q = new_value(n, d, memory::desc(d, dt::u8, plain(d).get_strides()));
+    int q = new_value(n, d, qmd);
     primitive_attr attr = plain_attr();
     post_ops po;
     po.append_eltwise(algorithm::eltwise_round, 0.f, 0.f);
     po.append_binary(algorithm::binary_add, plain(ones));
     attr.set_post_ops(po);
-    binary::primitive_desc pd(n.eng, algorithm::binary_div, plain(d), plain(ones), n.values[q].md,
-                              attr);
+    binary::primitive_desc pd(n.eng, algorithm::binary_div, n.values[xp].md, plain(ones), qmd, attr);
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
     push(n, binary(pd), {{DNNL_ARG_SRC_0, xp},
                          {DNNL_ARG_SRC_1, divisor},
@@ -747,7 +755,7 @@ void lower_qmatmul(Net &n, const Op &op) {
                        : matmul::primitive_desc(n.eng, src_md, wmd, dst_md, attr);
         wf32 = plain({K, N});
     }
-    const Quantized q = quantize_dynamic(n, a);
+    const Quantized q = quantize_dynamic(n, a, false);
     int wt = view_of(n, b, wf32);
     std::vector<std::pair<int, int>> args = {
         {DNNL_ARG_SRC, view_of(n, q.q, src_md)},
@@ -765,11 +773,20 @@ void lower_qmatmul(Net &n, const Op &op) {
 // activation and s8 weights, times both scales, plus a bias), as lower_qmatmul: the source is
 // quantized at run time (quantize_dynamic), then reordered into the layout the int8
 // convolution picks (a u8 copy); the weights' scale is one, or one per output channel.
+// int_bias (older onnxruntimes): the bias is int32(floor(bias / scale)) added to the product,
+// computed per run by a custom step (QBIAS) as scale * floor(bias / scale).
+// A weights' zero point z (a fifth input; uint8 weights arrive shifted to int8): oneDNN's int8
+// convolutions take none, so the product by w - z is the product by w, plus -z times the sum of
+// (x - x's zero point) over each window, which a second convolution of all-one weights (one
+// output channel per group) computes, scaled by -z; a binary kernel adds the two and takes the
+// post-ops (one weights' scale; groups of one output channel, or one group).
 void lower_qconv(Net &n, const Op &op) {
     std::vector<Post> posts;
     size_t at = read_posts(n, op, posts).first;
-    if (op.ins.size() != 4) fail("qconv takes src, weights, bias, the weights' scale");
+    if (op.ins.size() != 4 && op.ins.size() != 5)
+        fail("qconv takes src, weights, bias, the weights' scale and optionally their zero point");
     int src = op.ins[0], wei = op.ins[1], bias = op.ins[2], ws = op.ins[3];
+    const int bz = op.ins.size() == 5 ? op.ins[4] : -1;
     check_value(n, src, "qconv src");
     check_value(n, wei, "qconv weights");
     check_value(n, ws, "qconv scale");
@@ -783,58 +800,143 @@ void lower_qconv(Net &n, const Op &op) {
     const int64_t oc = grouped ? wd[0] * wd[1] : wd[0];
     dims_t strides = take(op.ip, at, k), dil = take(op.ip, at, k), pl = take(op.ip, at, k),
            pr = take(op.ip, at, k);
+    const bool int_bias = take(op.ip, at, 1)[0] != 0;
     int64_t scales = 1;
     for (auto x : n.values[ws].dims) scales *= x;
     if (scales != 1 && scales != oc) fail("qconv: the weights' scale must be one or one per channel");
+    auto int8 = [](float v) { return v >= -128.f && v <= 127.f && v == std::nearbyint(v); };
     wei = ensure_plain(n, wei);
     int64_t count = 1;
     for (auto x : wd) count *= x;
     const float *wv = (const float *)(n.values[root(n, wei)].data.get() + skipped(n, wei));
     for (int64_t i = 0; i < count; ++i)
-        if (!(wv[i] >= -128.f && wv[i] <= 127.f) || wv[i] != std::nearbyint(wv[i]))
-            fail("qconv: a weight is not an int8 value");
-    memory::desc bias_md;
+        if (!int8(wv[i])) fail("qconv: a weight is not an int8 value");
+    float zw = 0.f;
+    if (bz >= 0) {
+        check_value(n, bz, "qconv zero point");
+        const int z = ensure_plain(n, bz);
+        if (n.values[root(n, z)].kind != CONST || n.values[z].dims != dims_t{1})
+            fail("qconv: the weights' zero point must be one constant int8 value");
+        zw = *(const float *)(n.values[root(n, z)].data.get() + skipped(n, z));
+        if (!int8(zw)) fail("qconv: the weights' zero point must be one constant int8 value");
+        if (scales != 1) fail("qconv: a weights' zero point needs one weights' scale");
+        if (grouped && wd[1] != 1) fail("qconv: a weights' zero point on groups of several channels");
+    }
     if (bias >= 0) {
         check_value(n, bias, "qconv bias");
         if (n.values[bias].dims != dims_t{oc}) fail("qconv: the bias must have one value per channel");
-        bias_md = plain({oc});
+        if (n.values[root(n, bias)].kind != CONST) fail("qconv: the bias must be constant");
+    } else if (int_bias) {
+        fail("qconv: a quantized bias needs the bias");
     }
-    auto make = [&](const primitive_attr &a, const memory::desc &d) {
-        const memory::desc s(sd, dt::u8, tag::any), wmd(wd, dt::s8, tag::any);
-        return bias >= 0 ? convolution_forward::primitive_desc(
+    const std::vector<Post> no_posts, &conv_posts = bz < 0 ? posts : no_posts;
+    auto make = [&](const dims_t &w_dims, const memory::desc &s, const memory::desc &d,
+                    const std::vector<Post> &p, const memory::desc *dst_md, bool with_bias) {
+        primitive_attr a = make_attr(n, p, false, dst_md, od);
+        a.set_scales_mask(DNNL_ARG_SRC, 0);
+        a.set_scales_mask(DNNL_ARG_WEIGHTS, scales == 1 ? 0 : grouped ? 3 : 1);
+        a.set_zero_points_mask(DNNL_ARG_SRC, 0);
+        const memory::desc wmd(w_dims, dt::s8, tag::any);
+        return with_bias ? convolution_forward::primitive_desc(
                                n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
-                               s, wmd, bias_md, d, strides, dil, pl, pr, a)
+                               s, wmd, plain({oc}), d, strides, dil, pl, pr, a)
                          : convolution_forward::primitive_desc(
                                n.eng, prop_kind::forward_inference, algorithm::convolution_direct,
                                s, wmd, d, strides, dil, pl, pr, a);
     };
-    auto attr_for = [&](const memory::desc *dst_md) {
-        primitive_attr a = make_attr(n, posts, false, dst_md, od);
-        a.set_scales_mask(DNNL_ARG_SRC, 0);
-        a.set_scales_mask(DNNL_ARG_WEIGHTS, scales == 1 ? 0 : grouped ? 3 : 1);
-        a.set_zero_points_mask(DNNL_ARG_SRC, 0);
-        return a;
-    };
-    convolution_forward::primitive_desc pd = make(attr_for(nullptr), any(od));
-    for (const Post &p : posts)
+    const memory::desc any_src(sd, dt::u8, tag::any);
+    auto pd = make(wd, any_src, any(od), conv_posts, nullptr, bias >= 0);
+    for (const Post &p : conv_posts)
         if (p.kind == PO_BINARY && n.values[p.tensor].dims == od) {
             const memory::desc dst_md = pd.dst_desc();  // full-size operands in its layout
-            pd = make(attr_for(&dst_md), dst_md);
+            pd = make(wd, any_src, dst_md, conv_posts, &dst_md, bias >= 0);
             break;
         }
-    const Quantized q = quantize_dynamic(n, src);
+    const Quantized q = quantize_dynamic(n, src, true);
+    const int xq = ensure_md(n, q.q, pd.src_desc());
+    int b = bias;
+    if (int_bias) {
+        b = new_value(n, {oc}, plain({oc}));
+        Step s;
+        s.custom = QBIAS;
+        s.a = q.scale;
+        s.b = view_of(n, ensure_plain(n, ws), plain({scales}));
+        s.c = bias;
+        s.d = b;
+        n.steps.push_back(s);
+    }
     std::vector<std::pair<int, int>> args = {
-        {DNNL_ARG_SRC, ensure_md(n, q.q, pd.src_desc())},
+        {DNNL_ARG_SRC, xq},
         {DNNL_ARG_WEIGHTS, ensure_md(n, wei, pd.weights_desc())},
         {DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, q.scale},
         {DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, view_of(n, ensure_plain(n, ws), plain({scales}))},
         {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q.zp}};
-    if (bias >= 0) args.push_back({DNNL_ARG_BIAS, ensure_plain(n, bias)});
-    set_out(n, op.out, pd.dst_desc());
-    post_args(n, posts, pd.dst_desc(), op.out, args);
-    args.push_back({DNNL_ARG_DST, op.out});
+    if (b >= 0) args.push_back({DNNL_ARG_BIAS, ensure_plain(n, b)});
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());
+    if (bz < 0) {
+        set_out(n, op.out, pd.dst_desc());
+        post_args(n, posts, pd.dst_desc(), op.out, args);
+        args.push_back({DNNL_ARG_DST, op.out});
+        push(n, primitive(pd), args);
+        return;
+    }
+    const memory::desc tmd = pd.dst_desc();
+    const int product = new_value(n, od, tmd);
+    args.push_back({DNNL_ARG_DST, product});
     push(n, primitive(pd), args);
+    // The windows' sums of x - x's zero point, times -z and the scales: all-one weights.
+    dims_t ones_dims = wd, hd = od;
+    if (grouped) {
+        ones_dims[1] = 1;
+    } else {
+        ones_dims[0] = 1;
+        hd[1] = 1;
+    }
+    int ones = zeros(n, plain(ones_dims));
+    int64_t ones_count = 1;
+    for (auto x : ones_dims) ones_count *= x;
+    std::fill_n((float *)n.values[ones].data.get(), ones_count, 1.f);
+    int hscale = zeros(n, plain({1}));
+    const float *wsv = (const float *)(n.values[root(n, ws)].data.get() + skipped(n, ws));
+    *(float *)n.values[hscale].data.get() = -zw * wsv[0];
+    // One channel, channels last (the same bytes as plain; oneDNN has only its reference
+    // kernel for a plain destination of an int8 convolution).
+    const tag last = k == 1 ? tag::acb : k == 2 ? tag::acdb : tag::acdeb;
+    const memory::desc hmd = grouped ? tmd : memory::desc(hd, dt::f32, last);
+    auto hpd = make(ones_dims, pd.src_desc(), hmd, no_posts, nullptr, false);
+    const int sums = new_value(n, hd, hpd.dst_desc());
+    n.scratch_size = std::max(n.scratch_size, hpd.scratchpad_desc().get_size());
+    push(n, primitive(hpd), {{DNNL_ARG_SRC, xq},
+                             {DNNL_ARG_WEIGHTS, ensure_md(n, ones, hpd.weights_desc())},
+                             {DNNL_ARG_ATTR_SCALES | DNNL_ARG_SRC, q.scale},
+                             {DNNL_ARG_ATTR_SCALES | DNNL_ARG_WEIGHTS, hscale},
+                             {DNNL_ARG_ATTR_ZERO_POINTS | DNNL_ARG_SRC, q.zp},
+                             {DNNL_ARG_DST, sums}});
+    binary::primitive_desc bpd(n.eng, algorithm::binary_add, tmd, hpd.dst_desc(), tmd,
+                               make_attr(n, posts, false, &tmd, od));
+    std::vector<std::pair<int, int>> bargs = {{DNNL_ARG_SRC_0, product}, {DNNL_ARG_SRC_1, sums}};
+    set_out(n, op.out, tmd);
+    post_args(n, posts, tmd, op.out, bargs);
+    bargs.push_back({DNNL_ARG_DST, op.out});
+    n.scratch_size = std::max(n.scratch_size, bpd.scratchpad_desc().get_size());
+    push(n, primitive(bpd), bargs);
+}
+
+// The bias of a convolution whose bias older onnxruntimes quantized at run time: with
+// s = x's scale times the weights' (one, or one per channel), int32(floor(bias / s)) was added
+// to the int32 product before it was scaled by s; here s * floor(bias / s) is the float bias.
+void run_qbias(const memory &xscale, const memory &wscale, const memory &bias, const memory &out) {
+    const float sx = *(const float *)xscale.get_data_handle();
+    const float *sw = (const float *)wscale.get_data_handle(), *b = (const float *)bias.get_data_handle();
+    float *o = (float *)out.get_data_handle();
+    const int64_t count = out.get_desc().get_dims()[0];
+    const bool one = wscale.get_desc().get_dims()[0] == 1;
+    for (int64_t i = 0; i < count; ++i) {
+        const float s = sx * sw[one ? 0 : i];
+        const float q = std::floor(b[i] / s);
+        // onnxruntime casts q to int32; beyond its range (or a zero scale) the cast is undefined.
+        o[i] = std::isfinite(q) && std::fabs(q) < 2147483648.f ? q * s : 0.f;
+    }
 }
 
 // A matmul's transpose (fusion.py): after the post-ops, one permutation for each of a, b and
@@ -1295,10 +1397,9 @@ void plan_arena(Net &n) {
             r.last = (int)i;
         };
         for (auto &p : n.steps[i].args) touch(p.second);
-        if (n.steps[i].custom) {
-            touch(n.steps[i].a);
-            touch(n.steps[i].b);
-        }
+        if (n.steps[i].custom)
+            for (int v : {n.steps[i].a, n.steps[i].b, n.steps[i].c, n.steps[i].d})
+                if (v >= 0) touch(v);
     }
     // A softmax or eltwise whose source dies at it writes over that source, as oneDNN allows:
     // the lines it writes are the ones it has just read, in its own core's cache, rather than
@@ -1599,6 +1700,7 @@ int bd_run(void *net, void *const *ins, void *const *outs, double *times, char *
             auto t0 = std::chrono::steady_clock::now();
             if (s.has_prim) s.prim.execute(a->strm, a->args[i]);
             else if (s.custom == QPARAMS) run_qparams(a->mems[s.a], a->mems[s.b]);
+            else if (s.custom == QBIAS) run_qbias(a->mems[s.a], a->mems[s.b], a->mems[s.c], a->mems[s.d]);
             else run_erf(a->mems[s.a], a->mems[s.b]);
             if (times) {
                 a->strm.wait();
