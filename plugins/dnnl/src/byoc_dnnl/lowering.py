@@ -177,7 +177,7 @@ class Lowering:
         ]
         if zero:
             inputs.append(self.new_const(b["wzp"], np.array([zero])))
-        k = self.emit("qmatmul", inputs, root.outputs[0], root)
+        k = self.emit("qmatmul", inputs, root.outputs[0], root, uint8=int(bool(shift)))
         k.members = [m.name for m in members]
 
     def _qconv(self, comp: Composite, members: list[NodeView]) -> None:

@@ -109,7 +109,7 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
         artifact.suffix = ".cpp"
         artifact.library = csource.build(artifact.source, partition_symbol(graph))
     runtime = _make_runtime(artifact, config)
-    refused = slow_kernels(artifact, runtime)
+    refused = slow_kernels(artifact, runtime) | saturating_kernels(artifact, runtime)
     if refused:
         raise byoc.NodesRefused(refused)
     artifact.prebuilt = (_runtime_key(config), runtime)
@@ -152,6 +152,33 @@ def slow_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dic
             refused[member] = (
                 f"oneDNN has only a slow kernel for it ({impl}: {kernels[k]['name']}, "
                 f"shape {kernels[k]['shape']}), far slower than onnxruntime"
+            )
+    return refused
+
+
+def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dict[str, str]:
+    """``{ONNX node: reason}`` for the int8 kernels whose sums may differ from onnxruntime's on
+    a CPU without VNNI: there oneDNN (as onnxruntime's MLAS) adds each pair of u8 x s8 products
+    in 16 bits, which saturates. A dense layer of int8 weights without a zero point pairs the
+    same products as MLAS's u8 x s8 kernel and saturates alike; a convolution (onnxruntime's
+    im2col pairs other products), shifted uint8 weights (onnxruntime multiplies u8 x u8 in
+    16 bits, without saturating) and weights with a zero point do not."""
+    kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
+    refused: dict[str, str] = {}
+    for k, impl in runtime.implementations():
+        kind, _, name = impl.partition(" ")
+        if k < 0 or kind not in ("convolution", "matmul") or "vnni" in name or "amx" in name:
+            continue
+        kernel = kernels[k]
+        paired = kernel["kind"] == "qmatmul" and len(kernel["inputs"]) == 4
+        if kernel["kind"] not in ("qconv", "qmatmul") or (
+            paired and not kernel["attrs"].get("uint8")
+        ):
+            continue
+        for member in kernel.get("members", []):
+            refused[member] = (
+                f"without VNNI oneDNN's int8 kernel ({impl}: {kernel['name']}) adds pairs of "
+                "u8 x s8 products in 16 bits, which saturate where onnxruntime's do not"
             )
     return refused
 
