@@ -175,7 +175,9 @@ def _random_weights(source: Path, target: Path) -> None:
     onnx.save(with_random_weights(source, seed=0), target)
 
 
-def _quantize_dynamic(weights: str, pre: bool = False) -> Callable[[Path, Path], None]:
+def _quantize_dynamic(
+    weights: str, pre: bool = False, **options: bool
+) -> Callable[[Path, Path], None]:
     def make(source: Path, target: Path) -> None:
         from onnxruntime.quantization import QuantType, quantize_dynamic
         from onnxruntime.quantization.shape_inference import quant_pre_process
@@ -184,7 +186,7 @@ def _quantize_dynamic(weights: str, pre: bool = False) -> Callable[[Path, Path],
             prepared = target.with_suffix(".pre.onnx")
             quant_pre_process(source, prepared, skip_symbolic_shape=True)
             source = prepared
-        quantize_dynamic(source, target, weight_type=getattr(QuantType, weights))
+        quantize_dynamic(source, target, weight_type=getattr(QuantType, weights), **options)
         if pre:
             source.unlink()
 
@@ -295,9 +297,22 @@ def zoo() -> dict[str, ZooModel]:
         ZooModel(
             "P5-uint8",
             "MiniLM-L3 dynamically quantized with uint8 weights and a zero point per layer "
-            "(QUInt8, as transformers.js' quantized models are written)",
+            "(QUInt8)",
             "onnxruntime.quantization.quantize_dynamic(P5, weight_type=QUInt8)",
             lambda: derived("P5-uint8-dynamic", fetch("P5"), _quantize_dynamic("QUInt8")),
+            p5.shapes,
+            tokens,
+        ),
+        ZooModel(
+            "P5-uint8-7bit",
+            "MiniLM-L3 dynamically quantized with transformers.js' settings: uint8 "
+            "weights of 7 bits (reduce_range) with a zero point per column",
+            "onnxruntime.quantization.quantize_dynamic(P5, QUInt8, per_channel, reduce_range)",
+            lambda: derived(
+                "P5-uint8-7bit-dynamic",
+                fetch("P5"),
+                _quantize_dynamic("QUInt8", per_channel=True, reduce_range=True),
+            ),
             p5.shapes,
             tokens,
         ),

@@ -1278,7 +1278,9 @@ def test_host_steps_with_bad_shapes_or_types_are_refused_when_loaded(
         plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
-def quantized_mlp(tmp_path, per_channel: bool = False, weights: str = "QInt8") -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+def quantized_mlp(  # type: ignore[no-untyped-def]
+    tmp_path, per_channel: bool = False, weights: str = "QInt8", reduce_range: bool = False
+) -> onnx.ModelProto:
     """A transformer's feed-forward block (dense, bias, GELU spelled with Erf, dense, bias,
     residual) quantized by ``onnxruntime.quantization.quantize_dynamic``: each dense layer is
     DynamicQuantizeLinear -> MatMulInteger -> Cast -> Mul by the scales -> Add of the bias."""
@@ -1303,6 +1305,7 @@ def quantized_mlp(tmp_path, per_channel: bool = False, weights: str = "QInt8") -
         tmp_path / "f.onnx",
         tmp_path / "q.onnx",
         per_channel=per_channel,
+        reduce_range=reduce_range,
         weight_type=getattr(QuantType, weights),
     )
     return onnx.load(tmp_path / "q.onnx")
@@ -1377,7 +1380,7 @@ def test_int8_layers_with_a_weights_zero_point_run_as_int8_matmuls(weights, tmp_
     if weights == "QInt8":
         for t in model.graph.initializer:
             if t.name.endswith("_zero_point") and t.data_type == onnx.TensorProto.INT8:
-                t.CopyFrom(onnx.numpy_helper.from_array(np.int8(-5), t.name))
+                t.CopyFrom(onnx.numpy_helper.from_array(np.int8(-100), t.name))  # w + 100: not int8
     zero_points = [
         onnx.numpy_helper.to_array(t)
         for t in model.graph.initializer
@@ -1398,9 +1401,34 @@ def test_int8_layers_with_a_weights_zero_point_run_as_int8_matmuls(weights, tmp_
     np.testing.assert_array_equal(again.run({"x": x})["y"], compiled.run({"x": x})["y"])
 
 
+def test_7_bit_uint8_weights_with_zero_points_per_column_run_as_int8(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """uint8 weights of 7 bits (``reduce_range``) with a zero point per column, as
+    transformers.js quantizes its models: every w - zero point is an int8 value, so the
+    weights become those differences, without a zero point, and the layers run as int8
+    convolutions over the rows. Outputs equal onnxruntime's."""
+    model = quantized_mlp(tmp_path, per_channel=True, weights="QUInt8", reduce_range=True)
+    zero_points = [
+        onnx.numpy_helper.to_array(t)
+        for t in model.graph.initializer
+        if t.name.endswith("_zero_point") and t.data_type == onnx.TensorProto.UINT8
+    ]
+    assert zero_points and all(len(set(z.tolist())) > 1 for z in zero_points), zero_points
+    x = rand(1, 8, 32)
+    if not int8_vnni():  # refused: see saturating_kernels
+        assert_refused_without_vnni(model, {"x": x})
+        return
+    report = assert_matches_onnxruntime(model, DNNL, {"x": x})
+    assert sum(d.composite == "dnnl.qmatmul" for d in report.plan.decisions.values()) == 10
+    step = _dnnl_step(byoc.compile(model, DNNL))
+    kernels = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+    assert [len(k["inputs"]) for k in kernels] == [4, 4]  # no zero point left
+    impls = [i for _, i in step.runtime.implementations()]
+    assert sum(i.startswith("convolution") for i in impls) == 2, impls
+
+
 def test_int8_layers_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """Weights whose zero points differ between columns make no qmatmul composite, and the
-    reason is given; a DynamicQuantizeLinear whose output something else reads stays with
+    """8-bit weights whose zero points differ between columns make no qmatmul composite, and
+    the reason is given; a DynamicQuantizeLinear whose output something else reads stays with
     onnxruntime; in C source mode the int8 layers are not claimed."""
 
     def refusals(model: onnx.ModelProto, config: dict = DNNL, first: bool = False) -> list[str]:
@@ -1553,9 +1581,9 @@ def test_quantized_convolutions_dnnl_cannot_run_stay_with_onnxruntime(tmp_path) 
     channels, or with one weights' scale per channel, makes no qconv composite, and the
     reason is given; the model still matches onnxruntime."""
     model = quantized_convs(tmp_path, group=2, uint8=1)
-    for t in model.graph.initializer:
+    for t in model.graph.initializer:  # weights up to 228 (or more): w - 60 is not int8
         if t.name.endswith("_zero_point") and t.data_type == onnx.TensorProto.UINT8:
-            t.CopyFrom(onnx.numpy_helper.from_array(np.uint8(121), t.name))
+            t.CopyFrom(onnx.numpy_helper.from_array(np.uint8(60), t.name))
     decisions = byoc.partition(model, DNNL).decisions
     reasons = [r for d in decisions.values() for _, r in d.refusals]
     assert any("groups of several channels" in r for r in reasons), reasons

@@ -776,6 +776,25 @@ def _qmatmul() -> tuple[Pattern, Pattern]:
     return op("Add", y, const("bias"), commutative=True), y
 
 
+def int8_weights(w: np.ndarray, zp: np.ndarray | None, axis: int) -> tuple[np.ndarray, int] | None:
+    """Quantized weights ``w`` (int8 or uint8) with zero point ``zp`` (none, one, or one per
+    output channel along ``axis``) as int8 values and one zero point, the same differences:
+    ``w - zp`` and 0 when every difference is an int8 value (7-bit uint8 weights, as
+    ``reduce_range`` writes them, with any zero points); else, with one zero point, the
+    weights and it shifted to int8 (uint8 minus 128). None: zero points that differ between
+    channels and differences that are not int8 values."""
+    z = np.zeros(1, np.int16) if zp is None else zp.astype(np.int16).reshape(-1)
+    shape = [1] * w.ndim
+    shape[axis] = z.size
+    diff = w.astype(np.int16) - z.reshape(shape)
+    if diff.size and diff.min() >= -128 and diff.max() <= 127:
+        return diff, 0
+    if np.any(z != z[0]):
+        return None
+    shift = 128 if w.dtype == np.uint8 else 0
+    return w.astype(np.int16) - shift, int(z[0]) - shift
+
+
 def _qconv() -> tuple[Pattern, Pattern, Pattern]:
     """A convolution as ``quantize_dynamic`` writes it: ConvInteger of a DynamicQuantizeLinear's
     u8 output by constant int8 weights, Cast to float, times the activation's scale times the
@@ -833,9 +852,10 @@ def _qconv_check(match: Match) -> str | None:
     wzp = match.constant("wzp") if "wzp" in match.bound else None
     if wzp is not None and (wzp.dtype != w.dtype or wzp.size not in (1, oc)):
         return f"the weights' zero point must be one or {oc} {w.dtype} values"
-    if wzp is not None and np.any(wzp != wzp.flat[0]):
-        return "the weights' zero points differ between channels"
-    shifted = (0 if wzp is None else int(wzp.flat[0])) - (128 if w.dtype == np.uint8 else 0)
+    weights = int8_weights(w, wzp, 0)
+    if weights is None:
+        return "the weights' zero points differ between channels, and w - zero point is not int8"
+    shifted = weights[1]
     if shifted and group > 1 and oc != group:
         return "a weights' zero point on a grouped convolution with groups of several channels"
     if shifted and ws.size != 1:
@@ -880,8 +900,8 @@ def _qmatmul_check(match: Match) -> str | None:
     n = w.shape[1]
     if wzp is not None and (wzp.dtype != w.dtype or wzp.size not in (1, n)):
         return f"the weights' zero point must be one or {n} {w.dtype} values"
-    if wzp is not None and wzp.size > 1 and np.any(wzp != wzp.flat[0]):
-        return "the weights' zero points differ between columns (oneDNN's int8 matmul takes one)"
+    if int8_weights(w, wzp, 1) is None:
+        return "the weights' zero points differ between columns, and w - zero point is not int8"
     if ws.dtype != np.float32 or ws.size not in (1, n) or not np.all(np.isfinite(ws)):
         return f"the weights' scale must be {n} or one finite float32 values"
     x = match.graph.view(match.graph.producer[b["xq"]]).input_type(0)

@@ -10,7 +10,13 @@ import numpy as np
 from byoc import NodesRefused, NodeView, Partition
 from byoc.plan import Composite
 
-from byoc_dnnl.annotate import pad_amounts, reduced_axes, slice_window, split_offsets
+from byoc_dnnl.annotate import (
+    int8_weights,
+    pad_amounts,
+    reduced_axes,
+    slice_window,
+    split_offsets,
+)
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 8
@@ -154,8 +160,8 @@ class Lowering:
     def _qmatmul(self, comp: Composite, members: list[NodeView]) -> None:
         """An int8 dense layer reading a DynamicQuantizeLinear of this partition (which made no
         kernel: this one quantizes its input); weights, scale, bias and the weights' zero point
-        (when not 0) as float32 constants. uint8 weights w with zero point z are the int8
-        weights w - 128 with zero point z - 128 (the same differences w - z)."""
+        (when not 0) as float32 constants: the int8 weights and zero point of
+        ``annotate.int8_weights`` (w - z, or uint8 ones shifted to int8)."""
         b, root = comp.bound, members[-1]
         x = self.quantized.get(b["xq"])
         if x is None:
@@ -165,25 +171,26 @@ class Lowering:
         w = self.const(b["w"])
         ws = self.const(b["ws"])
         assert w is not None and ws is not None
-        zp = self.const(b.get("wzp"))
-        shift = 128 if w.dtype == np.uint8 else 0
-        zero = 0 if zp is None else int(np.asarray(zp).reshape(-1)[0]) - shift
+        weights = int8_weights(w, self.const(b.get("wzp")), 1)
+        assert weights is not None  # the check asked for int8 weights and one zero point
         bias = self.const(b.get("bias"))
+        zero = weights[1]
         inputs = [
             x,
-            self.new_const(b["w"], w.astype(np.int16) - shift),
+            self.new_const(b["w"], weights[0]),
             None if bias is None else self.new_const(b["bias"], bias.reshape(-1)),
             self.new_const(b["ws"], ws.reshape(-1)),
         ]
         if zero:
             inputs.append(self.new_const(b["wzp"], np.array([zero])))
-        k = self.emit("qmatmul", inputs, root.outputs[0], root, uint8=int(bool(shift)))
+        uint8 = int(w.dtype == np.uint8)
+        k = self.emit("qmatmul", inputs, root.outputs[0], root, uint8=uint8)
         k.members = [m.name for m in members]
 
     def _qconv(self, comp: Composite, members: list[NodeView]) -> None:
         """An int8 convolution reading a DynamicQuantizeLinear of this partition, as
-        ``_qmatmul``: weights (uint8 ones shifted to int8), bias, scale and the weights' zero
-        point (when not 0) as float32 constants, the convolution's geometry as ``_Conv``'s.
+        ``_qmatmul``: weights and zero point as ``annotate.int8_weights`` makes them, bias and
+        scale as float32 constants, the convolution's geometry as ``_Conv``'s.
         ``int_bias``: the bias is quantized at run time (``floor(bias / scale)``, added to the
         int32 product) as older onnxruntimes wrote it."""
         b, root = comp.bound, members[-1]
@@ -195,10 +202,9 @@ class Lowering:
         conv = next(m for m in members if m.op_type == "ConvInteger")
         w, ws = self.const(b["w"]), self.const(b["ws"])
         assert w is not None and ws is not None
-        shift = 128 if w.dtype == np.uint8 else 0
-        zp = self.const(b.get("wzp"))
-        zero = (0 if zp is None else int(np.asarray(zp).reshape(-1)[0])) - shift
-        w = w.astype(np.int16) - shift
+        weights = int8_weights(w, self.const(b.get("wzp")), 0)
+        assert weights is not None  # the check asked for int8 weights and one zero point
+        w, zero = weights
         xs, ys, k = self.shape(conv.inputs[0]), self.shape(root.outputs[0]), list(w.shape[2:])
         strides = list(conv.attrs.get("strides", [1] * len(k)))
         dil = list(conv.attrs.get("dilations", [1] * len(k)))
