@@ -27,3 +27,32 @@ def test_a_contrib_op_output_read_by_a_partition():
     report = assert_matches_onnxruntime(model, {"backends": ["examplejson"]})
     parts = [(p.nodes, p.inputs) for p in report.plan.partitions]
     assert parts == [(["r"], ["x"]), (["y"], ["g"])]
+
+
+def test_shapes_downstream_of_a_shape_preserving_contrib_op_are_probed():
+    # ONNX inference leaves the shape after Gelu (com.microsoft) unknown, and a Shape ->
+    # Reshape chain after it stays symbolic; Gelu's output shape follows from its input's,
+    # so the probe records the shapes onnxruntime observes and the Reshape's output is static.
+    shape = helper.make_tensor("two", TensorProto.INT64, [1], [2])
+    graph = helper.make_graph(
+        [
+            helper.make_node("Gelu", ["x"], ["g"], name="g", domain="com.microsoft"),
+            helper.make_node("Shape", ["g"], ["s"], name="s"),
+            helper.make_node("Slice", ["s", "zero", "two"], ["s2"], name="s2"),
+            helper.make_node("Reshape", ["g", "s2"], ["r"], name="r"),
+            helper.make_node("Abs", ["r"], ["y"], name="y"),
+        ],
+        "contrib",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "m"])],
+        [helper.make_tensor("zero", TensorProto.INT64, [1], [0]), shape],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)],
+        ir_version=10,
+    )
+    report = assert_matches_onnxruntime(model, {"backends": ["examplejson"]})
+    graph_types = {v.name: v for v in report.plan.model.graph.value_info}
+    dims = [d.dim_value for d in graph_types["r"].type.tensor_type.shape.dim]
+    assert dims == [2, 3]

@@ -121,6 +121,15 @@ _SHAPE_FROM_SHAPES_TEXT = (
     "Tanh ThresholdedRelu Transpose Trilu Where Xor"
 )
 _SHAPE_FROM_SHAPES = frozenset(_SHAPE_FROM_SHAPES_TEXT.split())
+# onnxruntime's contrib ops (com.microsoft) of the same kind: quantized and fused layers that
+# quantize_dynamic and onnxruntime's transformer optimizer write.
+_CONTRIB_SHAPE_FROM_SHAPES_TEXT = (
+    "Attention BiasGelu DynamicQuantizeLSTM DynamicQuantizeMatMul EmbedLayerNormalization "
+    "FastGelu FusedConv FusedMatMul Gelu MatMulIntegerToFloat QAttention QLinearAdd "
+    "QLinearAveragePool QLinearConcat QLinearGlobalAveragePool QLinearLeakyRelu QLinearMul "
+    "QLinearSigmoid QLinearSoftmax QuickGelu SkipLayerNormalization"
+)
+_CONTRIB_SHAPE_FROM_SHAPES = frozenset(_CONTRIB_SHAPE_FROM_SHAPES_TEXT.split())
 
 
 def complete_shapes(proto: onnx.ModelProto) -> None:
@@ -131,7 +140,8 @@ def complete_shapes(proto: onnx.ModelProto) -> None:
     on two different inputs and a value's observed shape is recorded when both runs agree and
     it cannot depend on input values: no input value reaches an operand that sets a shape by
     its value (Reshape's shape, Slice's bounds, ...), and every op upstream is one whose shape
-    rules are known (Shape and Size pass on shapes, not values). Best effort: when
+    rules are known (Shape and Size pass on shapes, not values; onnxruntime's contrib ops
+    listed in ``_CONTRIB_SHAPE_FROM_SHAPES`` count: ddddocr's DynamicQuantizeLSTM). Best effort: when
     onnxruntime cannot run the model, shapes stay as inference left them.
     """
 
@@ -148,9 +158,10 @@ def complete_shapes(proto: onnx.ModelProto) -> None:
     for node in g.node:
         ins = list(node.input)
         reads = [*ins, *subgraph_reads(node)]
-        known_op = node.domain in ("", "ai.onnx") and (
-            node.op_type in _SHAPE_FROM_SHAPES or node.op_type in _SHAPE_OPERANDS
-        )
+        known_op = (
+            node.domain in ("", "ai.onnx")
+            and (node.op_type in _SHAPE_FROM_SHAPES or node.op_type in _SHAPE_OPERANDS)
+        ) or (node.domain == "com.microsoft" and node.op_type in _CONTRIB_SHAPE_FROM_SHAPES)
         shape_operands = [ins[i] for i in _SHAPE_OPERANDS.get(node.op_type, ()) if i < len(ins)]
         if (
             any(n in shape_dep for n in reads)

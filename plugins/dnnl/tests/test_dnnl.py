@@ -800,8 +800,11 @@ def test_matmul_gemm_softmax_layernorm_transformer_block() -> None:
     for op in ("MatMul", "Softmax", "LayerNormalization", "Erf", "Transpose"):
         claimed(report, op)
     assert {"dnnl.dense_bias", "dnnl.gelu"} <= {d.composite for d in report.plan.decisions.values()}
-    gemm = make_model(
-        [node("Gemm", ["x", "w", "c"], "y", transB=1, alpha=0.5, beta=2.0)],
+    gemm = make_model(  # with an activation: a lone dense layer is onnxruntime's
+        [
+            node("Gemm", ["x", "w", "c"], "g", transB=1, alpha=0.5, beta=2.0),
+            node("Relu", ["g"], "y"),
+        ],
         {"x": [4, 6]},
         ["y"],
         {"w": rand(5, 6), "c": rand(5)},
@@ -993,6 +996,35 @@ def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
     assert any(
         r.startswith("pruned: no layer with constant weights") for _, r in decisions["y"].refusals
     )
+
+
+def test_a_lone_dense_layer_between_onnxruntime_ops_stays_with_onnxruntime() -> None:
+    """A partition whose only work is one float MatMul or Gemm (views and transposes around
+    it), nothing fused, goes back to onnxruntime with the reason (onnxruntime-optimized
+    transformers have exactly this between their contrib ops); two dense layers with the
+    activation between them stay on dnnl."""
+    c = {"w1": rand(16, 32), "w2": rand(32, 16), "b": rand(32)}
+    lone = [
+        node("Sin", ["x"], "s"),  # dnnl claims no Sin
+        node("Transpose", ["s"], "t", perm=[0, 2, 1]),
+        node("MatMul", ["t", "w1"], "m"),
+        node("Sin", ["m"], "y"),
+    ]
+    model = make_model(lone, {"x": [1, 16, 8]}, ["y"], c)
+    decisions = assert_matches_onnxruntime(model, DNNL, {"x": rand(1, 16, 8)}).plan.decisions
+    assert decisions["m"].backend == "onnxruntime"
+    assert any(r.startswith("pruned: a lone float dense layer") for _, r in decisions["m"].refusals)
+    fused = [
+        *lone[:2],
+        node("MatMul", ["t", "w1"], "m0"),
+        node("Add", ["m0", "b"], "m1"),
+        node("Relu", ["m1"], "m2"),
+        node("MatMul", ["m2", "w2"], "m"),
+        node("Sin", ["m"], "y"),
+    ]
+    model = make_model(fused, {"x": [1, 16, 8]}, ["y"], c)
+    decisions = assert_matches_onnxruntime(model, DNNL, {"x": rand(1, 16, 8)}).plan.decisions
+    assert {decisions[n].backend for n in ("m0", "m1", "m2", "m")} == {"dnnl"}
 
 
 def test_attention_without_weights_stays_with_onnxruntime() -> None:
@@ -1372,15 +1404,17 @@ def avx2() -> bool:
 
 @pytest.mark.parametrize("weights", ["QUInt8", "QInt8"])
 def test_int8_layers_with_a_weights_zero_point_run_as_int8_matmuls(weights, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    """uint8 weights (quantize_dynamic's QUInt8: a zero point per layer), and int8 weights
-    with a zero point other than 0, are qmatmul composites too: int8 matmuls whose weights'
-    zero point oneDNN subtracts (its convolutions take none). Outputs equal onnxruntime's, and
-    the compiled model saves and loads back."""
+    """uint8 or int8 weights with a zero point per layer such that w - zero point is not
+    always an int8 value are qmatmul composites too: int8 matmuls whose weights' zero point
+    oneDNN subtracts (its convolutions take none). Outputs equal onnxruntime's, and the
+    compiled model saves and loads back."""
     model = quantized_mlp(tmp_path, weights=weights)
-    if weights == "QInt8":
-        for t in model.graph.initializer:
-            if t.name.endswith("_zero_point") and t.data_type == onnx.TensorProto.INT8:
-                t.CopyFrom(onnx.numpy_helper.from_array(np.int8(-100), t.name))  # w + 100: not int8
+    tensors = {t.name: t for t in model.graph.initializer}
+    for name, t in tensors.items():  # zero point max(w) - 128: w - it reaches 128, not int8
+        if name.endswith("_zero_point") and name.replace("_zero_point", "_quantized") in tensors:
+            w = onnx.numpy_helper.to_array(tensors[name.replace("_zero_point", "_quantized")])
+            zero = np.array(int(w.max()) - 128).astype(w.dtype)
+            t.CopyFrom(onnx.numpy_helper.from_array(zero, name))
     zero_points = [
         onnx.numpy_helper.to_array(t)
         for t in model.graph.initializer
