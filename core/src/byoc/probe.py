@@ -141,8 +141,8 @@ def complete_shapes(proto: onnx.ModelProto) -> None:
     it cannot depend on input values: no input value reaches an operand that sets a shape by
     its value (Reshape's shape, Slice's bounds, ...), and every op upstream is one whose shape
     rules are known (Shape and Size pass on shapes, not values; onnxruntime's contrib ops
-    listed in ``_CONTRIB_SHAPE_FROM_SHAPES`` count: ddddocr's DynamicQuantizeLSTM). Best effort: when
-    onnxruntime cannot run the model, shapes stay as inference left them.
+    listed in ``_CONTRIB_SHAPE_FROM_SHAPES`` count: ddddocr's DynamicQuantizeLSTM). Best
+    effort: when onnxruntime cannot run the model, shapes stay as inference left them.
     """
 
     g = proto.graph
