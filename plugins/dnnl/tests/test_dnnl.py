@@ -999,10 +999,11 @@ def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
 
 
 def test_a_lone_dense_layer_between_onnxruntime_ops_stays_with_onnxruntime() -> None:
-    """A partition whose only work is one float MatMul or Gemm (views and transposes around
-    it), nothing fused, goes back to onnxruntime with the reason (onnxruntime-optimized
-    transformers have exactly this between their contrib ops); two dense layers with the
-    activation between them stay on dnnl."""
+    """A partition whose only work is one small float MatMul or Gemm (views and transposes
+    around it), nothing fused, goes back to onnxruntime with the reason (onnxruntime-optimized
+    transformers have exactly this between their contrib ops); a large one (at least
+    LONE_MACS multiply-adds), and two dense layers with the activation between them, stay on
+    dnnl."""
     c = {"w1": rand(16, 32), "w2": rand(32, 16), "b": rand(32)}
     lone = [
         node("Sin", ["x"], "s"),  # dnnl claims no Sin
@@ -1025,6 +1026,11 @@ def test_a_lone_dense_layer_between_onnxruntime_ops_stays_with_onnxruntime() -> 
     model = make_model(fused, {"x": [1, 16, 8]}, ["y"], c)
     decisions = assert_matches_onnxruntime(model, DNNL, {"x": rand(1, 16, 8)}).plan.decisions
     assert {decisions[n].backend for n in ("m0", "m1", "m2", "m")} == {"dnnl"}
+    assert plugin.LONE_MACS <= 256 * 1024 * 1024
+    large = [node("Sin", ["x"], "s"), node("MatMul", ["s", "w"], "m"), node("Sin", ["m"], "y")]
+    model = make_model(large, {"x": [256, 1024]}, ["y"], {"w": rand(1024, 1024) / 32})
+    decisions = byoc.partition(model, DNNL).decisions
+    assert decisions["m"].backend == "dnnl"
 
 
 def test_attention_without_weights_stays_with_onnxruntime() -> None:

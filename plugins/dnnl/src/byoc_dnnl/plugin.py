@@ -39,13 +39,29 @@ def _prune(nodes: list[NodeView]) -> str | None:
             "runs memory-bound ops and products of two activations as fast"
         )
     work = [n for n in nodes if n.op_type not in (*annotate.VIEWS, "Transpose")]
-    if len(work) == 1 and work[0].op_type in ("MatMul", "Gemm"):
+    if len(work) == 1 and work[0].op_type in ("MatMul", "Gemm") and _macs(work[0]) < LONE_MACS:
         return (
-            "a lone float dense layer, nothing fused: onnxruntime's MLAS runs it as fast, and "
-            "the partition's boundaries cost more (an onnxruntime-optimized MiniLM, its "
-            "contrib ops between the dense layers: 1.14x onnxruntime)"
+            f"a lone float dense layer of fewer than {LONE_MACS >> 20}M multiply-adds, nothing "
+            "fused: onnxruntime's MLAS runs it about as fast, and the partition's boundaries "
+            "cost more (an onnxruntime-optimized MiniLM, contrib ops between its dense layers: "
+            "1.14x onnxruntime)"
         )
     return None
+
+
+# A lone dense layer stays on dnnl from this size: ~0.1 ms of boundaries per partition against
+# a gain of a few percent over MLAS (crnn-lstm's 80x512 by 512x6625 Gemm, 271M multiply-adds,
+# ran 2.3% faster end to end on dnnl; MiniLM's layers, 19-75M, lost 14% together).
+LONE_MACS = 1 << 27
+
+
+def _macs(node: NodeView) -> int:
+    """A MatMul's or Gemm's multiply-adds: its output's elements times the inner dim."""
+    out, a = node.output_type(0), node.input_type(0)
+    if out is None or a is None or out.shape is None or a.shape is None or not a.shape:
+        return 0
+    inner = a.shape[-2] if node.op_type == "Gemm" and node.attrs.get("transA") else a.shape[-1]
+    return int(np.prod([d for d in out.shape if isinstance(d, int)], dtype=np.int64)) * int(inner)
 
 
 def _check_config(config: Mapping[str, Any]) -> None:
