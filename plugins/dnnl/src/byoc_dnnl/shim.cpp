@@ -605,6 +605,9 @@ bool lower_dense_as_conv(Net &n, const Op &op, const std::vector<Post> &posts,
     return true;
 }
 
+// An int8 value held as a float (quantized weights and zero points arrive as float32).
+bool int8(float v) { return v >= -128.f && v <= 127.f && v == std::nearbyint(v); }
+
 // Tensor `src` quantized the way ONNX's DynamicQuantizeLinear does, once per tensor however many
 // layers read it: oneDNN's min and max reductions find its range, a custom step (QPARAMS) turns
 // it into the scale and zero point, and a binary division by the scale, rounded half to even,
@@ -713,7 +716,6 @@ void lower_qmatmul(Net &n, const Op &op) {
     for (auto x : n.values[bs].dims) scales *= x;
     if (scales != 1 && scales != N) fail("qmatmul: the weights' scale must be one or one per column");
     b = ensure_plain(n, b);  // (K, N) rows
-    auto int8 = [](float v) { return v >= -128.f && v <= 127.f && v == std::nearbyint(v); };
     const float *wv = (const float *)(n.values[root(n, b)].data.get() + skipped(n, b));
     for (int64_t i = 0; i < K * N; ++i)
         if (!int8(wv[i])) fail("qmatmul: a weight is not an int8 value");
@@ -804,7 +806,6 @@ void lower_qconv(Net &n, const Op &op) {
     int64_t scales = 1;
     for (auto x : n.values[ws].dims) scales *= x;
     if (scales != 1 && scales != oc) fail("qconv: the weights' scale must be one or one per channel");
-    auto int8 = [](float v) { return v >= -128.f && v <= 127.f && v == std::nearbyint(v); };
     wei = ensure_plain(n, wei);
     int64_t count = 1;
     for (auto x : wd) count *= x;
