@@ -1516,6 +1516,41 @@ def quantized_convs(tmp_path, **conv: int) -> onnx.ModelProto:  # type: ignore[n
     return onnx.load(tmp_path / "q.onnx")
 
 
+def test_int8_artifact_from_a_vnni_cpu_is_refused_on_a_cpu_without(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """int8 convolutions compiled where oneDNN uses VNNI, loaded where it does not (their
+    16-bit pair sums could saturate): loading fails with an error saying to compile again,
+    rather than running them. Here without VNNI: the artifact is made without codegen's
+    check; with it: the saved model is loaded in a process where oneDNN is held to AVX2."""
+    model = quantized_convs(tmp_path)
+    if not int8_vnni():
+        from byoc_dnnl.codegen import codegen
+
+        artifact = codegen(byoc.partition(model, DNNL).partitions[0])
+        with pytest.raises(byoc.BackendError, match=r"no VNNI.*Compile the model again"):
+            plugin.byoc_create_runtime("dnnl", artifact, {})
+        return
+    path = byoc.compile(model, DNNL).save(tmp_path / "q.byoc")
+    code = (
+        "import sys, byoc\n"
+        "try:\n"
+        "    byoc.load(sys.argv[1])\n"
+        "except byoc.BackendError as exc:\n"
+        "    print(exc)\n"
+    )
+    env = dict(os.environ, ONEDNN_MAX_CPU_ISA="AVX2")
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "this CPU has no VNNI" in done.stdout and "Compile the model again" in done.stdout
+    x = rand(1, 8, 12, 10)
+    assert byoc.load(path).run({"x": x})["y"].shape == (1, 8, 12, 10)  # with VNNI: loads
+
+
 @pytest.mark.parametrize(
     "conv",
     [

@@ -218,7 +218,17 @@ def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, A
     prebuilt, artifact.prebuilt = artifact.prebuilt, None
     if prebuilt is not None and prebuilt[0] == _runtime_key(config):
         return prebuilt[1]
-    return _make_runtime(artifact, config)
+    runtime = _make_runtime(artifact, config)
+    saturating = saturating_kernels(artifact, runtime)
+    if saturating:  # compiled on a CPU with VNNI, loaded on one without
+        node, reason = next(iter(saturating.items()))
+        raise byoc.BackendError(
+            f"dnnl partition {partition_symbol(artifact.graph)}: this CPU has no VNNI, and "
+            f"{len(saturating)} int8 node(s) of the partition were "
+            f"compiled on one that has: here {reason} (node '{node}'). Compile the model again "
+            "on this machine (`byoc compile`); onnxruntime then runs these nodes"
+        )
+    return runtime
 
 
 # -- serialization ----------------------------------------------------------------------------
