@@ -1827,6 +1827,23 @@ def test_a_kernel_on_onednns_reference_implementation_goes_to_onnxruntime(monkey
     assert decisions["h"].backend == decisions["y"].backend == "dnnl"
 
 
+def test_a_transpose_that_moves_only_a_dim_of_1_copies_nothing() -> None:
+    """A spectrogram (1, H, W, 1) transposed to one channel (1, 1, H, W) before a convolution is
+    the same bytes: a view, with no reorder step before the convolution."""
+    model = make_model(
+        [
+            node("Transpose", ["x"], "t", perm=[0, 3, 1, 2]),
+            node("Conv", ["t", "w"], "y", pads=[1, 1, 1, 1]),
+        ],
+        {"x": [1, 10, 12, 1]},
+        ["y"],
+        {"w": rand(8, 1, 3, 3)},
+    )
+    assert_matches_onnxruntime(model, DNNL)
+    impls = [i for _, i in _dnnl_step(byoc.compile(model, DNNL)).runtime.implementations()]
+    assert impls[0].startswith("convolution"), impls
+
+
 @pytest.mark.parametrize("perm", [[0, 2, 3, 1], [0, 1, 3, 2], [3, 2, 1, 0], None])
 def test_transpose(perm: list[int] | None) -> None:
     nodes, consts = conv_stem()

@@ -192,9 +192,31 @@ int reorder_const(Net &n, int v, const memory::desc &want) {
     return out;
 }
 
-// The value `v` in layout `want`: itself, or a reordered copy (made once per layout).
+// Whether two descriptions of dense float32 tensors (no inner blocks) of the same dims name the
+// same bytes: their strides differ only on dims of size 1 (a 1-channel NCHW and NHWC tensor).
+bool same_bytes(const memory::desc &a, const memory::desc &b) {
+    if (a.get_dims() != b.get_dims() || a.get_data_type() != b.get_data_type() ||
+        a.get_format_kind() != memory::format_kind::blocked ||
+        b.get_format_kind() != memory::format_kind::blocked || a.get_inner_nblks() != 0 ||
+        b.get_inner_nblks() != 0 || a.get_size() != b.get_size() ||
+        a.get_padded_dims() != a.get_dims() || b.get_padded_dims() != b.get_dims() ||
+        a.get_padded_offsets() != b.get_padded_offsets() || a.get_submemory_offset() != 0 ||
+        b.get_submemory_offset() != 0)
+        return false;
+    const dims_t d = a.get_dims(), sa = a.get_strides(), sb = b.get_strides();
+    int64_t count = 1;
+    for (auto x : d) count *= x;
+    if (a.get_size() != (size_t)count * memory::data_type_size(a.get_data_type())) return false;
+    for (size_t i = 0; i < d.size(); ++i)
+        if (d[i] != 1 && sa[i] != sb[i]) return false;
+    return true;
+}
+
+// The value `v` in layout `want`: itself, a view of the same bytes, or a reordered copy (made
+// once per layout).
 int ensure_md(Net &n, int v, const memory::desc &want) {
     if (n.values[v].md == want) return v;
+    if (same_bytes(n.values[v].md, want)) return view_of(n, v, want);
     for (size_t i = 0; i < n.conv_key.size(); ++i)
         if (n.conv_key[i].first == v && n.conv_key[i].second == want) return n.conv_val[i];
     int out;
@@ -1269,15 +1291,31 @@ void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::d
          {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, to}});
 }
 
-// out[j...] = in[perm...]: a strided view of the input in the output's order, reordered
-// into a dense output (one jit reorder).
+memory::desc dense_like(const memory::desc &md, const dims_t &d);
+
+// out[j...] = in[perm...]: a strided view of the input in the output's order, reordered into a
+// dense output (one jit reorder). A dense source (no inner blocks, any order of dims: a
+// convolution's channels-last output) is viewed with its own strides permuted, a blocked one
+// reordered to plain first; when the view is the plain output (NHWC transposed to N,H,W,C), the
+// output is the view itself, with no copy.
 void lower_transpose(Net &n, const Op &op) {
     if (op.ins.size() != 1) fail("bad transpose op");
     check_value(n, op.ins[0], "transpose src");
-    int a = ensure_plain(n, op.ins[0]);
-    const memory::desc view = permuted(n.values[a].dims, op.ip);
+    int a = op.ins[0];
     const dims_t out = n.values[op.out].dims;
-    if (view.get_dims() != out) fail("transpose: perm does not give the output's shape");
+    if (!same_bytes(n.values[a].md, dense_like(n.values[a].md, n.values[a].dims)))
+        a = ensure_plain(n, a);
+    const memory::desc order = permuted(n.values[a].dims, op.ip);  // for the dims and the checks
+    if (order.get_dims() != out) fail("transpose: perm does not give the output's shape");
+    const dims_t st = n.values[a].md.get_strides();
+    dims_t strides(out.size());
+    for (size_t j = 0; j < out.size(); ++j) strides[j] = st[op.ip[j]];
+    const memory::desc view(out, dt::f32, strides);
+    if (same_bytes(view, plain(out))) {
+        set_out(n, op.out, plain(out));
+        n.values[op.out].alias_of = a;
+        return;
+    }
     copy_view(n, a, view, op.out, plain(out));
 }
 
