@@ -171,12 +171,13 @@ auto fast_layout(const dnnl::memory::desc &md, const dnnl::memory::desc &moved, 
     return pd;
 }
 
-// out[j...] = in[perm[j]...] as a strided view of a plain source of dims `in` (dims in perm's
-// order, strides of the source's dims).
-inline dnnl::memory::desc permuted(const dnnl::memory::dims &in, const dnnl::memory::dims &perm) {
+// out[j...] = in[perm[j]...] as a strided view of a dense source of dims `in` and the given
+// strides (dims and strides in perm's order); without strides, of a plain source.
+inline dnnl::memory::desc permuted(const dnnl::memory::dims &in, const dnnl::memory::dims &perm,
+                                   const dnnl::memory::dims &strides) {
     const size_t r = in.size();
-    if (perm.size() != r) throw std::runtime_error("transpose: perm and rank differ");
-    const dnnl::memory::dims strides = plain(in).get_strides();
+    if (perm.size() != r || strides.size() != r)
+        throw std::runtime_error("transpose: perm and rank differ");
     dnnl::memory::dims out(r), view(r);
     std::vector<bool> seen(r, false);
     for (size_t j = 0; j < r; ++j) {
@@ -187,6 +188,10 @@ inline dnnl::memory::desc permuted(const dnnl::memory::dims &in, const dnnl::mem
         out[j] = in[p], view[j] = strides[p];
     }
     return dnnl::memory::desc(out, dnnl::memory::data_type::f32, view);
+}
+
+inline dnnl::memory::desc permuted(const dnnl::memory::dims &in, const dnnl::memory::dims &perm) {
+    return permuted(in, perm, plain(in).get_strides());
 }
 
 // The inverse of permutation p: a view of a transpose's output in its source's order of dims.

@@ -1291,34 +1291,6 @@ void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::d
          {{DNNL_ARG_FROM, v}, {DNNL_ARG_TO, to}});
 }
 
-memory::desc dense_like(const memory::desc &md, const dims_t &d);
-
-// out[j...] = in[perm...]: a strided view of the input in the output's order, reordered into a
-// dense output (one jit reorder). A dense source (no inner blocks, any order of dims: a
-// convolution's channels-last output) is viewed with its own strides permuted, a blocked one
-// reordered to plain first; when the view is the plain output (NHWC transposed to N,H,W,C), the
-// output is the view itself, with no copy.
-void lower_transpose(Net &n, const Op &op) {
-    if (op.ins.size() != 1) fail("bad transpose op");
-    check_value(n, op.ins[0], "transpose src");
-    int a = op.ins[0];
-    const dims_t out = n.values[op.out].dims;
-    if (!same_bytes(n.values[a].md, dense_like(n.values[a].md, n.values[a].dims)))
-        a = ensure_plain(n, a);
-    const memory::desc order = permuted(n.values[a].dims, op.ip);  // for the dims and the checks
-    if (order.get_dims() != out) fail("transpose: perm does not give the output's shape");
-    const dims_t st = n.values[a].md.get_strides();
-    dims_t strides(out.size());
-    for (size_t j = 0; j < out.size(); ++j) strides[j] = st[op.ip[j]];
-    const memory::desc view(out, dt::f32, strides);
-    if (same_bytes(view, plain(out))) {
-        set_out(n, op.out, plain(out));
-        n.values[op.out].alias_of = a;
-        return;
-    }
-    copy_view(n, a, view, op.out, plain(out));
-}
-
 // Dense float32 of dims d, with md's order of dims when md has no inner blocks (a window of an
 // NWC tensor stays NWC, so the convolution after it needs no reorder), else plain.
 memory::desc dense_like(const memory::desc &md, const dims_t &d) {
@@ -1336,6 +1308,28 @@ memory::desc dense_like(const memory::desc &md, const dims_t &d) {
         s *= d[order[k]];
     }
     return memory::desc(d, dt::f32, strides);
+}
+
+// out[j...] = in[perm...]: a strided view of the input in the output's order, reordered into a
+// dense output (one jit reorder). A dense source (no inner blocks, any order of dims: a
+// convolution's channels-last output) is viewed with its own strides permuted, a blocked one
+// reordered to plain first; when the view is the plain output (NHWC transposed to N,H,W,C), the
+// output is the view itself, with no copy.
+void lower_transpose(Net &n, const Op &op) {
+    if (op.ins.size() != 1) fail("bad transpose op");
+    check_value(n, op.ins[0], "transpose src");
+    int a = op.ins[0];
+    const dims_t out = n.values[op.out].dims;
+    if (!same_bytes(n.values[a].md, dense_like(n.values[a].md, n.values[a].dims)))
+        a = ensure_plain(n, a);
+    const memory::desc view = permuted(n.values[a].dims, op.ip, n.values[a].md.get_strides());
+    if (view.get_dims() != out) fail("transpose: perm does not give the output's shape");
+    if (same_bytes(view, plain(out))) {
+        set_out(n, op.out, plain(out));
+        n.values[op.out].alias_of = a;
+        return;
+    }
+    copy_view(n, a, view, op.out, plain(out));
 }
 
 // Slice: a window of the source (a sub-memory view; with steps, stepped_window's) reordered into
