@@ -1844,6 +1844,26 @@ def test_a_transpose_that_moves_only_a_dim_of_1_copies_nothing() -> None:
     assert impls[0].startswith("convolution"), impls
 
 
+def test_a_narrow_convolution_reads_its_source_in_the_layout_it_has() -> None:
+    """A speech-quality net's stem: a one-channel convolution, a max pool and a 32-channel
+    convolution run as three kernels, with no reorder of the activation between them."""
+    model = make_model(
+        [
+            node("Conv", ["x", "w1"], "c1", pads=[1, 1, 1, 1]),
+            node("Relu", ["c1"], "r1"),
+            node("MaxPool", ["r1"], "p", kernel_shape=[2, 2], strides=[2, 2]),
+            node("Conv", ["p", "w2"], "c2", pads=[1, 1, 1, 1]),
+            node("Relu", ["c2"], "y"),
+        ],
+        {"x": [1, 1, 40, 24]},
+        ["y"],
+        {"w1": rand(32, 1, 3, 3), "w2": rand(32, 32, 3, 3)},
+    )
+    assert_matches_onnxruntime(model, DNNL)
+    impls = [i for _, i in _dnnl_step(byoc.compile(model, DNNL)).runtime.implementations()]
+    assert [i.split()[0] for i in impls[:3]] == ["convolution", "pooling", "convolution"], impls
+
+
 @pytest.mark.parametrize("perm", [[0, 2, 3, 1], [0, 1, 3, 2], [3, 2, 1, 0], None])
 def test_transpose(perm: list[int] | None) -> None:
     nodes, consts = conv_stem()

@@ -149,6 +149,11 @@ inline bool is_reference(const dnnl::primitive_desc_base &pd) {
     return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
+// A convolution run as im2col + gemm (far slower than oneDNN's direct kernels).
+inline bool is_gemm(const dnnl::primitive_desc_base &pd) {
+    return std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
+}
+
 // An implementation far slower than onnxruntime's kernels (ops.py's SLOW prefixes).
 inline bool is_slow(const dnnl::primitive_desc_base &pd) {
     const std::string impl = pd.impl_info_str();
