@@ -456,8 +456,8 @@ bool lower_conv_taps(Net &n, const Op &op, const std::vector<Post> &posts, const
 // On AVX-512, oneDNN writes a 1-channel convolution's output blocked (nChw16c) and picks
 // channels-last brgconv for the next one; at these widths its blocked kernel is as fast
 // (oneDNN 3.2, AMD EPYC Zen 4, 32 -> 32 channels 3x3 over 450x60: 2.30 ms blocked, 2.41 ms
-// channels-last), so the reorder of the whole activation is pure cost (DNSMOS P.808: 1.06x ->
-// 1.03x onnxruntime, PLCMOS 1.02x -> 0.98x). Wider layers keep oneDNN's pick: its blocked
+// channels-last), so the reorder of the whole activation is pure cost (bench/zoo.py, static:
+// DNSMOS P.808 1.08x -> 1.02x onnxruntime). Wider layers keep oneDNN's pick: its blocked
 // kernels fall behind there (512 -> 512 over 7x7: 2.32 against 1.93 ms).
 constexpr int64_t NARROW_CHANNELS = 32;
 
@@ -511,11 +511,15 @@ void lower_conv(Net &n, const Op &op) {
                                                      algorithm::deconvolution_direct, s, w, d,
                                                      strides, dil, pl, pr, a);
     };
-    primitive_desc pd = make(any(sd), any(wd), any(od), attr);
+    memory::desc src_md = any(sd);
+    primitive_desc pd = make(src_md, any(wd), any(od), attr);
     if (keeps_layout(n, src, sd[1], od[1], pd)) {
         try {
             primitive_desc kept = make(n.values[src].md, any(wd), any(od), attr);
-            if (!byoc_dnnl::is_slow(kept) && !is_gemm(kept)) pd = kept;
+            if (!byoc_dnnl::is_slow(kept) && !is_gemm(kept)) {
+                pd = kept;
+                src_md = n.values[src].md;
+            }
         } catch (const dnnl::error &) {  // no kernel for that layout: the reorder stays
         }
     }
@@ -525,7 +529,7 @@ void lower_conv(Net &n, const Op &op) {
         if (p.kind == PO_BINARY && n.values[p.tensor].dims == od) has_full_binary = true;
     if (has_full_binary) {  // describe full-size operands in the chosen dst layout
         attr = make_attr(n, posts, true, &dst_md, od);
-        pd = make(pd.src_desc(), any(wd), dst_md, attr);
+        pd = make(src_md, any(wd), dst_md, attr);
     }
     int s = ensure_md(n, src, pd.src_desc());
     int w = ensure_md(n, wei, pd.weights_desc());
