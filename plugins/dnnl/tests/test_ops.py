@@ -9,9 +9,12 @@ from byoc_dnnl import ops
 
 def test_the_generated_header_gives_the_ids_python_sends() -> None:
     header = ops.header()
-    enums = dict(re.findall(r"\b(OP_\w+|PO_\w+) = (\d+)", header))
+    enums = dict(re.findall(r"\b((?:OP|PO|CELL|DIR)_\w+) = (\d+)", header))
     assert {f"OP_{k.upper()}": str(i) for k, i in ops.OP_IDS.items()}.items() <= enums.items()
     assert {f"PO_{k.upper()}": str(i) for k, i in ops.POST_IDS.items()}.items() <= enums.items()
+    for prefix, family in (("CELL", "cell"), ("DIR", "direction")):
+        wanted = {f"{prefix}_{k.upper()}": str(i) for k, i in ops.RNN_IDS[family].items()}
+        assert wanted.items() <= enums.items(), family
     for family, ids in ops.ALG_IDS.items():
         rows = re.search(rf"{family.upper()}_ALGS\[\] = \{{(.*?)\}};", header, re.S)
         assert rows is not None, family

@@ -101,6 +101,14 @@ OP_CASES: dict[str, Case] = {
     "Gemm": Case((In((3, 4)), _w(5, 4), _w(5)), attrs={"transB": 1}),
     "Conv": Case((_X, _w(4, 4, 3, 3), _w(4)), attrs={"pads": [1, 1, 1, 1]}),
     "ConvTranspose": Case((_X, _w(4, 2, 3, 3), _w(2))),
+    "LSTM": Case(  # x [5 steps, batch 1, 6]; W, R, B of both directions, 4 gates of 4 units
+        (In((5, 1, 6)), _w(2, 16, 6), _w(2, 16, 4), _w(2, 32)),
+        attrs={"hidden_size": 4, "direction": "bidirectional"},
+    ),
+    "GRU": Case(
+        (In((5, 1, 6)), _w(2, 12, 6), _w(2, 12, 4), _w(2, 24)),
+        attrs={"hidden_size": 4, "direction": "bidirectional", "linear_before_reset": 1},
+    ),
     "MaxPool": Case(attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
     "AveragePool": Case(attrs={"kernel_shape": [2, 2], "strides": [2, 2]}),
     "GlobalAveragePool": Case(),

@@ -85,9 +85,12 @@ class Lowering:
         t = self.graph.type_of(name)
         return "float32" if t is None or t.dtype is None else t.dtype.name
 
-    def new_const(self, base: str, value: np.ndarray) -> str:
+    def _fresh_name(self, base: str) -> str:
         self._fresh += 1
-        name = f"{base}:{self._fresh}"
+        return f"{base}:{self._fresh}"
+
+    def new_const(self, base: str, value: np.ndarray) -> str:
+        name = self._fresh_name(base)
         self.consts[name] = np.ascontiguousarray(value, dtype=np.float32)
         return name
 
@@ -377,6 +380,74 @@ class Lowering:
             c = c[:1] if (c == c[:1]).all() else c
             bias = self.new_const(node.inputs[2], c)
         self.emit("matmul", [node.inputs[0], b, bias], y, node)
+
+    def _LSTM(self, node: NodeView) -> None:
+        self._rnn(node, "lstm", [0, 2, 3, 1])  # ONNX's gates i, o, f, c; oneDNN's i, f, c, o
+
+    def _GRU(self, node: NodeView) -> None:
+        cell = "lbr_gru" if node.attrs.get("linear_before_reset", 0) else "gru"
+        self._rnn(node, cell, [0, 1, 2])  # z, r, h: oneDNN's u, r, o
+
+    def _rnn(self, node: NodeView, cell: str, order: list[int]) -> None:
+        """An rnn kernel writing Y ([T, directions, N, H]); Y_h, when read, is a concat of Y's
+        last step of each direction (the check refused LSTMs whose Y_c is read).
+
+        Weights W [D, G*H, C] and R [D, G*H, H] become [D, C, G, H] and [D, H, G, H] in
+        oneDNN's gate order; the bias is Wb + Rb per gate, but for lbr_gru, whose candidate gate
+        adds Rb inside the reset product: [Wb + Rb (u, r), Wb (o), Rb (o)]."""
+        ins = list(node.inputs) + [""] * (8 - len(node.inputs))
+        w, r = self.const(ins[1]), self.const(ins[2])
+        assert w is not None and r is not None  # the check asked for constant weights
+        dirs, gh, _ = w.shape
+        gates = len(order)
+        hidden = gh // gates
+
+        def ordered(m: np.ndarray) -> np.ndarray:  # [D, G*H, ...] -> [D, G, H, ...], reordered
+            return m.reshape(dirs, gates, hidden, *m.shape[2:])[:, order]
+
+        b = self.const(ins[3])
+        b = np.zeros((dirs, 2 * gh), np.float32) if b is None else b
+        wb, rb = ordered(b[:, :gh]), ordered(b[:, gh:])
+        if cell == "lbr_gru":
+            bias = np.concatenate([wb[:, :2] + rb[:, :2], wb[:, 2:], rb[:, 2:]], axis=1)
+        else:
+            bias = wb + rb
+        states = [ins[5] or None, (ins[6] or None) if cell == "lstm" else None]
+        y = node.outputs[0] if node.outputs and node.outputs[0] else self._fresh_name(ins[0])
+        t, n = self.shape(ins[0])[:2]
+        self.shapes[y] = (t, dirs, n, hidden)
+        direction = str(node.attrs.get("direction", "forward"))
+        inputs = [
+            ins[0],
+            self.new_const(ins[1], ordered(w).transpose(0, 3, 1, 2)),
+            self.new_const(ins[2], ordered(r).transpose(0, 3, 1, 2)),
+            self.new_const(ins[3] or ins[1], bias),
+            *states,
+        ]
+        self.emit("rnn", inputs, y, node, cell=cell, direction=direction)
+        y_h = node.outputs[1] if len(node.outputs) > 1 else ""
+        if y_h and (y_h in self.graph.consumers or y_h in self.partition.outputs):
+            self._last_states(y, y_h, direction, node)
+
+    def _last_states(self, y: str, y_h: str, direction: str, node: NodeView) -> None:
+        """Y_h [D, N, H]: each direction's output at its last step (T - 1 forward, 0 in
+        reverse), sliced from Y [T, D, N, H]."""
+        t, dirs, n, hidden = self.shape(y)
+        reverse = [direction == "reverse"] if dirs == 1 else [False, True]
+        parts = []
+        for d, back in enumerate(reverse):
+            part = self._fresh_name(y_h)
+            self.shapes[part] = (1, 1, n, hidden)
+            self.emit(
+                "slice", [y], part, node, offsets=[0 if back else t - 1, d, 0, 0], steps=[1] * 4
+            )
+            parts.append(part)
+        joined = parts[0]
+        if dirs > 1:
+            joined = self._fresh_name(y_h)
+            self.shapes[joined] = (1, dirs, n, hidden)
+            self.emit("concat", parts, joined, node, axis=1)
+        self.emit("view", [joined], y_h, node)
 
     def _BatchNormalization(self, node: NodeView) -> None:
         x, scale, shift, mean, var = node.inputs[:5]

@@ -30,6 +30,7 @@ KINDS = (
     "qmatmul",
     "reduce",
     "qconv",
+    "rnn",
 )
 FUSES = ("conv", "deconv", "matmul", "qmatmul", "qconv", "binary")  # the kernels that take post-ops
 POST_KINDS = ("eltwise", "sum", "binary")
@@ -73,6 +74,12 @@ REDUCE_ALGS = {
 }
 
 
+# An rnn kernel's cell (its oneDNN primitive: lstm_forward, gru_forward, lbr_gru_forward; GRU's
+# linear_before_reset=1 is lbr_gru) and direction.
+RNN_CELLS = ("lstm", "gru", "lbr_gru")
+RNN_DIRECTIONS = ("forward", "reverse", "bidirectional")
+
+
 def ids(names: Iterable[str]) -> dict[str, int]:
     """``{name: id}``: the shim's id of each name, its position + 1 (0 is never valid)."""
     return {name: i + 1 for i, name in enumerate(names)}
@@ -87,13 +94,14 @@ ALG_IDS = {
     "resample": ids(RESAMPLE_ALGS),
     "reduce": ids(REDUCE_ALGS),
 }
+RNN_IDS = {"cell": ids(RNN_CELLS), "direction": ids(RNN_DIRECTIONS)}
 
 
 def header() -> str:
-    """The tables as C++, in namespace ``byoc_ops``: enums ``OP_<KIND>`` and ``PO_<KIND>`` (each
-    ending in ``*_END``, one past the last id) and per family an array of ``{name,
-    dnnl::algorithm}`` in id order (looked up with layouts.hpp's ``by_id`` and ``by_name``), and
-    the ``SLOW`` implementation prefixes."""
+    """The tables as C++, in namespace ``byoc_ops``: enums ``OP_<KIND>``, ``PO_<KIND>``,
+    ``CELL_<CELL>`` and ``DIR_<DIRECTION>`` (each ending in ``*_END``, one past the last id),
+    per family an array of ``{name, dnnl::algorithm}`` in id order (looked up with
+    layouts.hpp's ``by_id`` and ``by_name``), and the ``SLOW`` implementation prefixes."""
 
     def enum(name: str, prefix: str, names: Iterable[str]) -> str:
         items = [f"{prefix}{n.upper()} = {i}" for n, i in ids(names).items()]
@@ -111,6 +119,8 @@ def header() -> str:
             "namespace byoc_ops {",
             enum("OpKind", "OP_", KINDS),
             enum("PostKind", "PO_", POST_KINDS),
+            enum("RnnCell", "CELL_", RNN_CELLS),
+            enum("RnnDirection", "DIR_", RNN_DIRECTIONS),
             "struct Alg {",
             "    const char *name;",
             "    dnnl::algorithm alg;",

@@ -35,8 +35,8 @@ def _available() -> str | None:
 def _prune(nodes: list[NodeView]) -> str | None:
     if not any(annotate.weighted(n) for n in nodes):
         return (
-            "no layer with constant weights (Conv, ConvTranspose, MatMul or Gemm): onnxruntime "
-            "runs memory-bound ops and products of two activations as fast"
+            "no layer with constant weights (Conv, ConvTranspose, MatMul, Gemm, LSTM or GRU): "
+            "onnxruntime runs memory-bound ops and products of two activations as fast"
         )
     macs = [_macs(n) for n in nodes if annotate.weighted(n)]
     known = [m for m in macs if m is not None]
@@ -75,8 +75,14 @@ TINY_MACS = 1 << 21
 def _macs(node: NodeView) -> int | None:
     """A layer's multiply-adds: its output's elements times the products each one sums (a
     convolution's weights per output channel, a dense layer's inner dim); a transposed
-    convolution's are its input's elements times its weights per input channel. None when a
-    shape is not known."""
+    convolution's are its input's elements times its weights per input channel; an LSTM's or
+    GRU's, its W and R times the steps of its sequences. None when a shape is not known."""
+    if node.op_type in ("LSTM", "GRU"):
+        x, w, r = (node.input_type(i) for i in range(3))
+        if not all(t is not None and t.is_static for t in (x, w, r)):
+            return None
+        steps = x.shape[0] * x.shape[1]  # type: ignore[union-attr]
+        return int(steps * (np.prod(w.shape) + np.prod(r.shape)))  # type: ignore[union-attr]
     types = (node.output_type(0), node.input_type(0), node.input_type(1))
     shapes = [t.shape if t is not None and t.is_static else None for t in types]
     if not all(shapes):
@@ -189,13 +195,14 @@ def slow_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) -> dic
     (``ops.SLOW``).
 
     Reorders and concat are exempt: their "ref" implementations are a series of optimized
-    reorders.
+    reorders. So are LSTM and GRU: oneDNN's "ref" RNN is its gemm-based driver with jit cells
+    (a bidirectional GRU of 494 steps of 32 units: 0.41 ms, onnxruntime 0.52 ms).
     """
     kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
     refused: dict[str, str] = {}
     for k, impl in runtime.implementations():
         kind, _, name = impl.partition(" ")
-        if k < 0 or kind in ("reorder", "concat") or not name.startswith(SLOW):
+        if k < 0 or kind in ("reorder", "concat", "rnn") or not name.startswith(SLOW):
             continue
         for member in kernels[k].get("members", []):
             refused[member] = (

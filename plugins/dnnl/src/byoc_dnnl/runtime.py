@@ -18,7 +18,7 @@ from byoc import ArtifactError, InputError
 
 from byoc_dnnl import host, native
 from byoc_dnnl.codegen import FORMAT, FORMAT_HOST, Artifact
-from byoc_dnnl.ops import ALG_IDS, FUSES, OP_IDS, POST_IDS
+from byoc_dnnl.ops import ALG_IDS, FUSES, OP_IDS, POST_IDS, RNN_IDS
 
 _MAX_ELEMENTS = 1 << 34
 
@@ -290,11 +290,13 @@ def threads(config: Mapping[str, Any]) -> int:
     return max(1, cores or 1)
 
 
-def _alg(i: int, kind: str, attrs: dict[str, Any]) -> int:
-    """The shim's id of a kernel's ``alg`` attribute (ops.py), or ArtifactError."""
-    alg = ALG_IDS[kind].get(attrs["alg"])
+def _alg(i: int, kind: str, attrs: dict[str, Any], key: str = "alg") -> int:
+    """The shim's id of a kernel's ``alg`` attribute (or an rnn's ``cell`` or ``direction``:
+    ops.py's tables), or ArtifactError."""
+    table, what = (ALG_IDS[kind], "algorithm") if key == "alg" else (RNN_IDS[key], key)
+    alg = table.get(attrs[key])
     if alg is None:
-        raise _bad(f"node {i}: unknown {kind} algorithm {attrs['alg']!r}")
+        raise _bad(f"node {i}: unknown {kind} {what} {attrs[key]!r}")
     return alg
 
 
@@ -345,6 +347,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip = _ints([a["groups"]], "groups", lo=1)
         elif kind == "transpose":
             ip = _ints(a["perm"], "perm", len(node["shape"]))
+        elif kind == "rnn":
+            ip = [_alg(i, kind, a, "cell"), _alg(i, kind, a, "direction")]
         elif kind == "slice":  # steps: artifacts before Slice had steps have none
             rank = len(node["shape"])
             steps = a.get("steps", [1] * rank)
