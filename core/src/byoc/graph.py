@@ -37,6 +37,10 @@ GreaterOrEqual Less LessOrEqual Max Min Mod Mul Neg Not Or Range ReduceMax Reduc
 ReduceSum Sign Slice Sub Where"""
 _SHAPE_ARITHMETIC = frozenset(_SHAPE_ARITHMETIC_TEXT.split())
 _SMALL = 1 << 12  # elements: the most a folded shape computation reads or writes
+# Ops that only rearrange (or repeat) constants fold up to _MAX_FOLDED_FILL elements, as
+# onnxruntime folds them: Paddle exports build each LSTM's weights with Concat and Slice of
+# initializers, and its zero initial states with Tile.
+_REARRANGE = frozenset({"Concat", "Slice", "Transpose", "Tile"})
 # A Gather of a constant table at constant indices (BERT's position and token-type embeddings)
 # folds up to this many elements: the rows become a constant, as onnxruntime folds them.
 _MAX_FOLDED_GATHER = 1 << 20
@@ -275,7 +279,8 @@ class Graph:
         return const_nodes
 
     def _fold_shape(self, node: onnx.NodeProto) -> bool:
-        """Fold a shape computation into ``_constant_cache``; False when it cannot be folded."""
+        """Fold a shape computation (or a rearrangement of constants, ``_REARRANGE``) into
+        ``_constant_cache``; False when it cannot be folded."""
         op, names = node.op_type, list(node.input)
         if op in ("Shape", "Size") and len(names) == 1 and len(node.output) == 1:
             t = self.type_of(names[0])
@@ -289,12 +294,12 @@ class Graph:
                 value = np.array(dims[attrs.get("start", 0) : attrs.get("end")], np.int64)
             self._constant_cache[node.output[0]] = value
             return True
-        if op not in _SHAPE_ARITHMETIC or len(node.output) != 1:
+        if (op not in _SHAPE_ARITHMETIC and op not in _REARRANGE) or len(node.output) != 1:
             return False
         if not all(self.is_constant(n) for n in names if n):
             return False
         args = {n: v for n in names if n and (v := self.constant(n)) is not None}
-        limit = _SMALL
+        limit = _MAX_FOLDED_FILL if op in _REARRANGE else _SMALL
         if op == "Gather" and len(args) == 2:
             limit = _MAX_FOLDED_GATHER
             table, indices = args[names[0]], args[names[1]]
@@ -302,7 +307,7 @@ class Graph:
             rows = table.size // max(table.shape[axis], 1) if table.ndim else 1
             if indices.size > _SMALL or rows * indices.size > limit:
                 return False
-        elif any(v.size > _SMALL for v in args.values()):
+        elif any(v.size > limit for v in args.values()):
             return False
         try:
             value = _evaluate(node, args, self.model.opset_import)

@@ -152,3 +152,32 @@ def test_a_gather_of_too_many_constant_rows_is_not_folded():
         constants={"table": np.ones((8, 512), np.float32), "at": np.zeros(4096, np.int64)},
     )
     assert not Graph(byoc.partition(m, {"backends": []}).model).is_constant("rows")
+
+
+def test_large_constants_only_rearranged_fold():
+    """Concat, Slice, Transpose and Tile of constants fold at any size up to 2^24 elements,
+    as onnxruntime folds them (Paddle builds an LSTM's weights so); arithmetic does not."""
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((64, 512)).astype(np.float32) for _ in range(2))
+    nodes = [
+        node("Concat", ["a", "b"], "ab", axis=0),
+        node("Slice", ["ab", "start", "end", "axis0"], "window"),
+        node("Transpose", ["window"], "t", perm=[1, 0]),
+        node("Tile", ["zero", "reps"], "zeros"),
+        node("Add", ["t", "zeros"], "sum"),
+        node("MatMul", ["x", "sum"], "y"),
+    ]
+    consts = {
+        "a": a,
+        "b": b,
+        "start": np.array([32], np.int64),
+        "end": np.array([96], np.int64),
+        "axis0": np.array([0], np.int64),
+        "zero": np.zeros((1, 1), np.float32),
+        "reps": np.array([512, 64], np.int64),
+    }
+    m = make_model(nodes, {"x": [2, 512]}, ["y"], constants=consts)
+    graph = Graph(byoc.partition(m, {"backends": []}).model)
+    np.testing.assert_array_equal(graph.constant("t"), np.concatenate([a, b])[32:96].T)
+    np.testing.assert_array_equal(graph.constant("zeros"), np.zeros((512, 64), np.float32))
+    assert not graph.is_constant("sum")  # 32768 elements of arithmetic: not folded

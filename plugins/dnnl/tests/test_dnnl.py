@@ -2328,6 +2328,32 @@ def test_rnn_the_backend_cannot_run_as_onnx_says_is_refused_with_reason(
         assert_matches_onnxruntime(model, DNNL)
 
 
+def test_an_lstm_whose_weights_paddle_builds_from_initializers_is_claimed() -> None:
+    """Paddle exports an LSTM's weights as a Concat of each direction's Unsqueezed initializer
+    and its zero initial states as a Tile: both fold into constants, so the LSTM is claimed."""
+    nodes, consts = [], {"axis0": np.array([0], np.int64), "reps": np.array([2, 1, 1], np.int64)}
+    for name, shape in (("w", (16, 5)), ("r", (16, 4)), ("b", (32,))):
+        for d in ("fw", "bw"):
+            consts[f"{name}_{d}"] = rand(*shape) * 0.5
+            nodes.append(node("Unsqueeze", [f"{name}_{d}", "axis0"], f"{name}_{d}1"))
+        nodes.append(node("Concat", [f"{name}_fw1", f"{name}_bw1"], name, axis=0))
+    consts["zero"] = np.zeros((1, 1, 4), np.float32)
+    nodes.append(node("Tile", ["zero", "reps"], "state"))
+    nodes.append(
+        node(
+            "LSTM",
+            ["x", "w", "r", "b", "", "state", "state"],
+            "y",
+            hidden_size=4,
+            direction="bidirectional",
+        )
+    )
+    model = make_model(nodes, {"x": [6, 1, 5]}, ["y"], consts, opset=14)
+    report = assert_matches_onnxruntime(model, DNNL)
+    claimed(report, "LSTM")
+    assert [p.backend for p in report.plan.partitions] == ["dnnl"]
+
+
 def test_a_bidirectional_lstm_runs_from_many_threads_at_once() -> None:
     """Runs from four threads at once, each with its two directions on two more threads, give
     the results of runs one at a time (each run's pair has its own buffers and scratchpad)."""
