@@ -457,12 +457,21 @@ def _rnn(node: NodeView) -> str | None:
         f.lower() for f in defaults * 2
     ]:
         return f"activations {a['activations']} are not supported (only the defaults)"
-    if any(node.const(i) is None for i in (1, 2)) or (
-        len(node.inputs) > 3 and node.inputs[3] and node.const(3) is None
-    ):
+    has_b = len(node.inputs) > 3 and bool(node.inputs[3])
+    w, r, b = node.const(1), node.const(2), node.const(3) if has_b else None
+    if w is None or r is None or (has_b and b is None):
         return "the weights W, R and B must be constants"
     x = node.input_type(0)
     assert x is not None and x.shape is not None  # _static_f32 checked it
+    gates, hidden = (4 if lstm else 3), int(a.get("hidden_size", 0))
+    size = (2, gates * hidden)
+    if (
+        len(x.shape) != 3
+        or w.shape != (*size, x.shape[2])
+        or r.shape != (*size, hidden)
+        or (b is not None and b.shape != (2, 2 * gates * hidden))
+    ):
+        return f"W, R or B do not fit X {list(x.shape)} and hidden_size {hidden}"
     if len(node.inputs) > 4 and node.inputs[4]:
         lengths = node.const(4)
         if lengths is None or not (lengths == x.shape[0]).all():
