@@ -7,6 +7,7 @@
   1-D conv / conv+LSTM nets over EEG signals, two If-less exports of Silero VAD (P4), ddddocr
   1.6's recogniser, PP-OCRv4's detector, a document orientation classifier, and speechmos'
   speech-quality nets (conv nets over spectrograms, two with GRUs).
+* One LSTM or GRU layer (random weights) at the size of each real model's (``rnn-*``).
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
   package's "light" conv nets with random weights, ``quantize_dynamic`` of P3 and P5 (int8
   OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1 and P3
@@ -19,11 +20,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -244,6 +247,55 @@ def derived(name: str, source: Path, make: Callable[[Path, Path], None]) -> Path
     return target
 
 
+def _built(name: str, build: Callable[[], Any]) -> Path:
+    """``zoo/<name>-<its sha256>.onnx`` for a model built here (seeded: the same bytes)."""
+    data = build().SerializeToString()
+    target = zoo_dir() / f"{name}-{hashlib.sha256(data).hexdigest()[:16]}.onnx"
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        part = target.with_suffix(f".{os.getpid()}.tmp")
+        part.write_bytes(data)
+        os.replace(part, target)
+    return target
+
+
+# One recurrent layer per real model that has one, batch 1 (steps, inputs, hidden units):
+# name: (op, steps, inputs, hidden, direction, model, extra attributes).
+RECURRENT = {
+    "crnn": ("LSTM", 32, 512, 512, "bidirectional", "crnn-lstm", {}),
+    "eeg": ("LSTM", 599, 200, 100, "bidirectional", "eeg-conv-lstm", {}),
+    "ppocr": ("LSTM", 80, 512, 64, "bidirectional", "ppocrv2-rec", {}),
+    "plcmos": ("GRU", 494, 128, 32, "bidirectional", "plcmos", {"linear_before_reset": 1}),
+    "silero": ("LSTM", 64, 128, 128, "forward", "silero-vad-seq", {}),
+}
+
+
+def recurrent_layer(
+    op: str, steps: int, inputs: int, hidden: int, direction: str, **attrs: Any
+) -> Any:
+    """One LSTM or GRU over x [steps, 1, inputs] with random weights (seed 0), output y."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    dirs, gates = (2 if direction == "bidirectional" else 1), (4 if op == "LSTM" else 3)
+    weights = {
+        "w": rng.standard_normal((dirs, gates * hidden, inputs)) * 0.1,
+        "r": rng.standard_normal((dirs, gates * hidden, hidden)) * 0.1,
+        "b": rng.standard_normal((dirs, 2 * gates * hidden)) * 0.1,
+    }
+    node = helper.make_node(
+        op, ["x", "w", "r", "b"], ["y"], hidden_size=hidden, direction=direction, **attrs
+    )
+    graph = helper.make_graph(
+        [node],
+        op.lower(),
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [steps, 1, inputs])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [steps, dirs, 1, hidden])],
+        initializer=[numpy_helper.from_array(v.astype(np.float32), k) for k, v in weights.items()],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=10)
+
+
 def _random_weights(source: Path, target: Path) -> None:
     import onnx
 
@@ -412,6 +464,16 @@ def zoo() -> dict[str, ZooModel]:
                 f"onnx package's {light.stem.removeprefix('light_')}, random weights",
                 f"onnx {light.name} + with_random_weights(seed=0)",
                 lambda light=light: derived(light.stem, light, _random_weights),
+            )
+        )
+    for name, (op, steps, inputs, hidden, direction, source, attrs) in RECURRENT.items():
+        layer = partial(recurrent_layer, op, steps, inputs, hidden, direction, **attrs)
+        models.append(
+            ZooModel(
+                f"rnn-{name}",
+                f"one {direction} {op}, {steps} steps of {inputs} -> {hidden}, as {source}'s",
+                "recurrent_layer() here, random weights",
+                lambda name=name, layer=layer: _built(f"rnn-{name}", layer),
             )
         )
     return {m.name: m for m in models}

@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -1671,20 +1672,19 @@ void run_erf(const memory &src, const memory &dst) {
     for (int64_t i = 0; i < count; ++i) y[i] = std::erf(x[i]);
 }
 
-// Steps i and i + 1 at once, one OpenMP thread each (both made for one thread); one after the
-// other when this thread may use only one.
+// Steps i and i + 1 at once, one OpenMP thread each (both made for one thread). Each thread
+// takes the next step not yet taken: a thread that wakes late (after the process sat idle)
+// finds both taken, rather than holding the pair back by its delay.
 void run_pair(Net &n, Arena &a, size_t i) {
     std::string error;
+    std::atomic<int> next{0};
 #pragma omp parallel num_threads(std::min(2, omp_get_max_threads()))
-    {
-        const int team = omp_get_num_threads();  // 1 inside another parallel region
-        for (int t = omp_get_thread_num(); t < 2; t += team) {
-            try {
-                n.steps[i + t].prim.execute(t ? a.strm2 : a.strm, a.args[i + t]);
-            } catch (const std::exception &e) {
+    for (int t = next++; t < 2; t = next++) {
+        try {
+            n.steps[i + t].prim.execute(t ? a.strm2 : a.strm, a.args[i + t]);
+        } catch (const std::exception &e) {
 #pragma omp critical
-                error = e.what();
-            }
+            error = e.what();
         }
     }
     if (!error.empty()) fail(error);
