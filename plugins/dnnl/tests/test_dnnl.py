@@ -2231,6 +2231,55 @@ def test_unavailable_backend_says_why_and_claims_nothing(tmp_path) -> None:  # t
     assert "no-such-g++" in shown.stdout + shown.stderr
 
 
+def banded_net(channels: int, k: int, pool: str, also_read: bool = False) -> onnx.ModelProto:
+    """x [1, channels, 300, 240] -> Conv to 32 channels (k x k, same padding) -> Relu -> a 2x2
+    pool -> Conv to 8 channels: the first convolution's output, 9 MB, is read only by the pool
+    (and by a Mul too with ``also_read``)."""
+    nodes = [
+        node("Conv", ["x", "w1", "b1"], "c1", pads=[k // 2] * 4),
+        node("Relu", ["c1"], "r1"),
+        node(pool, ["r1"], "p1", kernel_shape=[2, 2], strides=[2, 2]),
+        node("Conv", ["p1", "w2"], "y", pads=[1, 1, 1, 1]),
+    ]
+    outputs = ["y"]
+    if also_read:
+        nodes.append(node("Mul", ["r1", "r1"], "sq"))
+        outputs.append("sq")
+    consts = {"w1": rand(32, channels, k, k) / k, "b1": rand(32), "w2": rand(8, 32, 3, 3) * 0.1}
+    return make_model(nodes, {"x": [1, channels, 300, 240]}, outputs, consts)
+
+
+@pytest.mark.parametrize(
+    ("channels", "k", "pool", "threads"),
+    [(1, 3, "MaxPool", 0), (1, 5, "AveragePool", 0), (3, 3, "MaxPool", 0), (16, 3, "MaxPool", 1)],
+)
+def test_a_large_convolution_read_only_by_its_pooling_runs_with_it_in_bands(
+    channels: int, k: int, pool: str, threads: int
+) -> None:
+    """A convolution whose 9 MB output only a pooling reads runs band of rows by band of rows,
+    each pooled from a small buffer (bands of 16 rows, the last of 12, the top and bottom ones
+    padded), and matches onnxruntime; where oneDNN has no fast kernel for a band (a 3-channel
+    NCHW source: a band is a window of it) the two run whole."""
+    config = {**DNNL, "backend": {"dnnl": {"threads": threads}}}
+    model = banded_net(channels, k, pool)
+    assert_matches_onnxruntime(model, config)
+    compiled = byoc.compile(model, {**config, "compile": {"placement": "static"}})
+    impls = [i for _, i in _dnnl_step(compiled).runtime.implementations()]
+    banded = [i for i in impls if i.endswith("in bands, with its pooling")]
+    if channels == 3:
+        assert not banded and any(i.startswith("pooling") for i in impls), impls
+    else:
+        assert len(banded) == 1 and not any(i.startswith("pooling") for i in impls), impls
+
+
+def test_a_convolution_whose_output_another_kernel_reads_runs_whole() -> None:
+    compiled = byoc.compile(
+        banded_net(1, 3, "MaxPool", also_read=True), {**DNNL, "compile": {"placement": "static"}}
+    )
+    impls = [i for _, i in _dnnl_step(compiled).runtime.implementations()]
+    assert not any("in bands" in i for i in impls) and "pooling" in str(impls), impls
+
+
 def recurrent(
     op: str,
     *,

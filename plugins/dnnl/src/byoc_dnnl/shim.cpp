@@ -15,6 +15,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -59,6 +60,7 @@ using namespace byoc_ops;  // OP_*, PO_*, the algorithm tables (ops.py, generate
 enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
 const int QPARAMS = OP_END;  // a custom step (no op kind): quantize_dynamic's parameters
 const int QBIAS = OP_END + 1;  // a custom step: a bias older onnxruntimes quantized (run_qbias)
+const int BANDED = OP_END + 2;  // a custom step: a convolution and its pooling, band by band
 
 struct Value {
     dims_t dims;
@@ -82,6 +84,7 @@ struct Step {
     int a = -1, b = -1, c = -1, d = -1;
     int op = -1;     // the op (bd_op call) this step belongs to; -1: an output reorder
     int threads = 0; // the OpenMP threads its primitive was made for
+    int band = -1;           // BANDED: its plan in Net::bands
     bool paired = false;     // runs at once with the next step, one OpenMP thread each
     size_t scratch_skip = 0; // where its scratchpad starts in the shared one (a pair's second)
 };
@@ -99,7 +102,34 @@ struct Arena {
     std::vector<memory> mems;
     std::vector<std::unordered_map<int, memory>> args;
     stream strm, strm2;  // strm2: a pair's second step
+    // BANDED steps: per plan, per band, the convolution's arguments and each block's pool's
+    struct BandArgs {
+        std::unordered_map<int, memory> conv;
+        std::vector<std::unordered_map<int, memory>> pools;
+    };
+    std::vector<std::vector<BandArgs>> bands;
     ~Arena() { std::free(buf); }
+};
+
+// A convolution whose output only a pooling reads, run with it band of rows by band of rows
+// (band_conv_pools): each thread convolves a band into its own small buffer and pools it from
+// there, so the convolution's whole output is never written out of the cache.
+struct BandPlan {
+    struct Band {
+        int conv, pool;                 // indices in convs and pools
+        size_t src_skip, dst_skip;      // bytes from the source's and the destination's start
+        memory::desc src, buf, pooled;  // its source rows, its buffer, a channel block of it
+    };
+    int blocks = 1;                     // channel blocks, pooled one by one (dense windows)
+    size_t dst_block = 0;               // bytes between channel blocks of the output
+    std::vector<primitive> convs, pools;  // one per band shape, each made for one thread
+    std::vector<memory::desc> pool_dsts;  // each pool's output: a window of a channel block
+    std::vector<Band> bands;
+    std::vector<std::pair<int, int>> operands;  // the convolution's weights, bias, post-op operands
+    int src = -1, dst = -1;                     // values: the convolution's source, the pool's output
+    size_t region = 0;                          // scratchpad bytes per thread: buffer + scratch
+    size_t buf_bytes = 0;                       // of which the buffer
+    int threads = 1;
 };
 
 // A tensor's u8 copy and the scale and zero point it was quantized with (quantize_dynamic).
@@ -119,6 +149,7 @@ struct Net {
     std::vector<std::pair<int, memory::desc>> conv_key;
     std::vector<int> conv_val;
     std::vector<Quantized> quantized;  // quantize_dynamic's, per source tensor
+    std::vector<BandPlan> bands;       // BANDED steps' plans
     size_t arena_size = 0, scratch_size = 0;
     bool finalized = false;
     std::mutex lock;
@@ -1541,6 +1572,202 @@ void lower(Net &n, const Op &op) {
     }
 }
 
+// Band plans (BandPlan): a convolution's output of at least BAND_MIN bytes goes through
+// buffers of about BAND_BYTES per thread. AMD EPYC Zen 4, 2 cores: a 1 -> 32 channel 3x3
+// convolution over 900x120 and its 2x2 max pool took 1.1-1.3 ms whole once other work had
+// evicted the cache (0.55 ms warm), 0.57-0.63 ms in bands of 10 to 90 rows.
+const size_t BAND_MIN = 4 << 20, BAND_BYTES = 512 << 10;
+
+// md's format tag among those oneDNN picks for a 4-D activation, or undef.
+tag activation_tag(const memory::desc &md) {
+    for (tag t : {tag::abcd, tag::acdb, tag::aBcd16b, tag::aBcd8b, tag::aBcd4b})
+        if (memory::desc(md.get_dims(), md.get_data_type(), t) == md) return t;
+    return tag::undef;
+}
+
+// The first `channels` channels and `rows` rows of md: a dense description of the same bytes
+// when there is one (oneDNN's fast kernels want dense tensors), else a window of md.
+memory::desc window_of(const memory::desc &md, int64_t channels, int64_t rows) {
+    dims_t d = md.get_dims();
+    d[1] = channels;
+    d[2] = rows;
+    const memory::desc window = md.submemory_desc(d, dims_t(d.size(), 0));
+    const tag t = activation_tag(md);
+    if (t == tag::undef) return window;
+    const memory::desc dense(d, md.get_data_type(), t);
+    dims_t block(d.size(), 1);  // a dim's inner block: its stride is that of whole blocks
+    const dims_t blks = dense.get_inner_blks(), idxs = dense.get_inner_idxs();
+    for (size_t k = 0; k < blks.size(); ++k) block[idxs[k]] *= blks[k];
+    const dims_t a = window.get_strides(), b = dense.get_strides();
+    for (size_t i = 0; i < d.size(); ++i)
+        if ((d[i] + block[i] - 1) / block[i] != 1 && a[i] != b[i]) return window;
+    return dense;
+}
+
+// The primitive descriptor of a step's primitive (a copy).
+template <class PD>
+PD pd_of(const Step &s) {
+    const_dnnl_primitive_desc_t c = nullptr;
+    dnnl_primitive_desc_t copy = nullptr;
+    if (dnnl_primitive_get_primitive_desc(s.prim.get(), &c) != dnnl_success ||
+        dnnl_primitive_desc_clone(&copy, c) != dnnl_success)
+        fail("cannot read a primitive's descriptor");
+    return PD(copy);
+}
+
+// Steps i (a 2-D convolution) and i + 1 (a pooling of its output alone, windows not
+// overlapping along the rows) as one BANDED step, when the output is large; false otherwise.
+bool band_conv_pool(Net &n, size_t i, const std::vector<int> &readers) {
+    const Step &c = n.steps[i], &p = n.steps[i + 1];
+    if (!c.has_prim || !p.has_prim || c.paired || c.custom || p.custom ||
+        c.prim.get_kind() != primitive::kind::convolution ||
+        p.prim.get_kind() != primitive::kind::pooling)
+        return false;
+    int out = -1, pooled = -1;
+    for (auto &a : c.args)
+        if (a.first == DNNL_ARG_DST) out = a.second;
+    for (auto &a : p.args)
+        if (a.first == DNNL_ARG_SRC && a.second != out) return false;
+        else if (a.first == DNNL_ARG_DST) pooled = a.second;
+    const Value &o = n.values[out];
+    if (o.kind != INTERNAL || o.alias_of >= 0 || readers[out] != 1 || o.md.get_size() < BAND_MIN)
+        return false;
+    auto cpd = pd_of<convolution_forward::primitive_desc>(c);
+    auto ppd = pd_of<pooling_forward::primitive_desc>(p);
+    const memory::desc src = cpd.src_desc(), dst = cpd.dst_desc(), pdst = ppd.dst_desc();
+    const tag buf_tag = activation_tag(dst);
+    const dims_t sd = src.get_dims(), od = dst.get_dims(), pk = ppd.get_kernel();
+    auto rows_blocked = [](const memory::desc &md) {
+        for (auto i : md.get_inner_idxs())
+            if (i == 2) return true;
+        return false;
+    };
+    if (sd.size() != 4 || buf_tag == tag::undef || cpd.get_strides()[0] != 1 ||
+        pk[0] != ppd.get_strides()[0] || ppd.get_padding_l()[0] || ppd.get_padding_r()[0] ||
+        ppd.get_dilations()[0] || od[2] % pk[0] || rows_blocked(src) || rows_blocked(pdst))
+        return false;
+    const primitive_attr attr = cpd.get_primitive_attr();
+    const post_ops po = attr.get_post_ops();
+    for (int k = 0; k < po.len(); ++k) {
+        if (po.kind(k) == primitive::kind::eltwise) continue;
+        if (po.kind(k) != primitive::kind::binary) return false;
+        algorithm alg;
+        memory::desc md;
+        po.get_params_binary(k, alg, md);
+        if (md.get_dims()[2] != 1) return false;  // an operand of the whole output
+    }
+    BandPlan plan;
+    for (auto &a : c.args) {
+        if (a.first == DNNL_ARG_SRC) plan.src = a.second;
+        else if (a.first != DNNL_ARG_DST) {
+            if (n.values[root(n, a.second)].kind != CONST) return false;
+            plan.operands.push_back(a);
+        }
+    }
+    plan.dst = pooled;
+    const int64_t H = od[2];
+    const dims_t wd = cpd.weights_desc().get_dims();
+    const int64_t taps = wd[wd.size() - 2], dil = cpd.get_dilations()[0], top = cpd.get_padding_l()[0];
+    const int64_t row = (int64_t)(dst.get_size() / H), step = pk[0];
+    const int64_t rows = std::max<int64_t>(step, (int64_t)BAND_BYTES / row / step * step);
+    if (rows >= H) return false;
+    const size_t src_row = (size_t)src.get_strides()[2] * sizeof(float);
+    const size_t dst_row = (size_t)pdst.get_strides()[2] * sizeof(float);
+    // Channel blocks of a blocked layout are pooled one by one: a band of rows of one block is a
+    // dense window of the output, of all blocks it is not (oneDNN's pooling wants it dense).
+    const int64_t block = buf_tag == tag::aBcd16b ? 16
+                          : buf_tag == tag::aBcd8b ? 8
+                          : buf_tag == tag::aBcd4b ? 4
+                                                   : od[1];
+    if (od[1] % block || (block != od[1] && activation_tag(pdst) != buf_tag)) return false;
+    plan.blocks = (int)(od[1] / block);
+    plan.dst_block = (size_t)pdst.get_strides()[1] * sizeof(float);
+    OneThread one(true);
+    std::vector<std::array<int64_t, 3>> conv_keys;  // rows, top and bottom padding
+    std::vector<int64_t> pool_keys;                 // rows
+    size_t scratch = 0;
+    for (int64_t r0 = 0; r0 < H; r0 += rows) {
+        const int64_t r = std::min(rows, H - r0);
+        const int64_t lo = r0 - top, hi = r0 + r - 1 - top + (taps - 1) * (dil + 1) + 1;
+        const int64_t pt = std::max<int64_t>(0, -lo), pb = std::max<int64_t>(0, hi - sd[2]);
+        const int64_t first = std::max<int64_t>(lo, 0), last = std::min(hi, sd[2]);
+        BandPlan::Band b;
+        b.src = window_of(src, sd[1], last - first);
+        b.buf = memory::desc({od[0], od[1], r, od[3]}, dt::f32, buf_tag);
+        b.pooled = memory::desc({od[0], block, r, od[3]}, dt::f32, buf_tag);
+        b.src_skip = (size_t)first * src_row;
+        b.dst_skip = (size_t)(r0 / step) * dst_row;
+        const std::array<int64_t, 3> key = {r, pt, pb};
+        auto at = std::find(conv_keys.begin(), conv_keys.end(), key);
+        b.conv = (int)(at - conv_keys.begin());
+        if (at == conv_keys.end()) {
+            dims_t pl = cpd.get_padding_l(), pr = cpd.get_padding_r();
+            pl[0] = pt;
+            pr[0] = pb;
+            auto bpd = convolution_forward::primitive_desc(
+                n.eng, prop_kind::forward_inference, cpd.get_algorithm(), b.src,
+                cpd.weights_desc(), cpd.bias_desc(), b.buf, cpd.get_strides(),
+                cpd.get_dilations(), pl, pr, attr);
+            if (bpd.src_desc() != b.src || bpd.dst_desc() != b.buf ||
+                std::string(bpd.impl_info_str()) != cpd.impl_info_str())
+                return false;  // another kernel than the whole convolution's
+            scratch = std::max(scratch, bpd.scratchpad_desc().get_size());
+            conv_keys.push_back(key);
+            plan.convs.push_back(convolution_forward(bpd));
+        }
+        auto pat = std::find(pool_keys.begin(), pool_keys.end(), r);
+        b.pool = (int)(pat - pool_keys.begin());
+        if (pat == pool_keys.end()) {
+            auto bpd = pooling_forward::primitive_desc(
+                n.eng, prop_kind::forward_inference, ppd.get_algorithm(), b.pooled,
+                window_of(pdst, block, r / step),
+                ppd.get_strides(), ppd.get_kernel(), ppd.get_dilations(), ppd.get_padding_l(),
+                ppd.get_padding_r(), plain_attr());
+            if (std::string(bpd.impl_info_str()) != ppd.impl_info_str()) return false;
+            scratch = std::max(scratch, bpd.scratchpad_desc().get_size());
+            pool_keys.push_back(r);
+            plan.pools.push_back(pooling_forward(bpd));
+            plan.pool_dsts.push_back(bpd.dst_desc());
+        }
+        plan.buf_bytes = std::max(plan.buf_bytes, (b.buf.get_size() + 63) / 64 * 64);
+        plan.bands.push_back(b);
+    }
+    plan.region = plan.buf_bytes + (scratch + 63) / 64 * 64;
+    plan.threads = n.threads > 0 ? n.threads : omp_get_max_threads();
+    n.scratch_size = std::max(n.scratch_size, plan.region * plan.threads);
+    Step s;
+    s.custom = BANDED;
+    s.band = (int)n.bands.size();
+    s.a = plan.src;
+    s.b = plan.dst;
+    s.op = c.op;
+    s.threads = plan.threads;
+    n.bands.push_back(std::move(plan));
+    n.steps[i] = s;
+    n.steps.erase(n.steps.begin() + (long)i + 1);
+    return true;
+}
+
+// Every convolution whose large output only a pooling reads becomes a BANDED step.
+void band_conv_pools(Net &n) {
+    std::vector<int> readers(n.values.size(), 0);  // steps reading each root, outputs count too
+    for (auto &s : n.steps) {
+        for (auto &a : s.args)
+            if (a.first != DNNL_ARG_DST && a.first != DNNL_ARG_TO) readers[root(n, a.second)]++;
+        for (int v : {s.a, s.b, s.c, s.d})
+            if (s.custom && v >= 0) readers[root(n, v)]++;
+    }
+    for (int v : n.outputs) readers[root(n, v)] += 2;
+    for (size_t v = 0; v < n.values.size(); ++v)
+        if (n.values[v].alias_of >= 0) readers[root(n, (int)v)] += 2;  // read through a view
+    for (size_t i = 0; i + 1 < n.steps.size(); ++i) {
+        try {
+            band_conv_pool(n, i, readers);
+        } catch (const dnnl::error &) {  // oneDNN has no kernel for a band: the steps stay
+        }
+    }
+}
+
 void plan_arena(Net &n) {
     // Outputs: a plain root value writes straight into the caller's array; anything else is
     // reordered into it at the end.
@@ -1651,6 +1878,28 @@ Arena *make_arena(Net &n) {
     }
     memory scratch(memory::desc({(int64_t)std::max<size_t>(n.scratch_size, 1)}, dt::u8, tag::a),
                    n.eng, a->buf + n.arena_size);
+    for (const BandPlan &plan : n.bands) {
+        a->bands.emplace_back();
+        for (size_t b = 0; b < plan.bands.size(); ++b) {
+            const BandPlan::Band &band = plan.bands[b];
+            char *region = a->buf + n.arena_size + (b % plan.threads) * plan.region;
+            memory buf(band.buf, n.eng, region), scratch(
+                memory::desc({(int64_t)(plan.region - plan.buf_bytes) + 1}, dt::u8, tag::a),
+                n.eng, region + plan.buf_bytes);
+            Arena::BandArgs args;
+            for (auto &p : plan.operands) args.conv[p.first] = a->mems[p.second];
+            args.conv[DNNL_ARG_SRC] = memory(band.src, n.eng, nullptr);
+            args.conv[DNNL_ARG_DST] = buf;
+            args.conv[DNNL_ARG_SCRATCHPAD] = scratch;
+            const memory::desc &out = plan.pool_dsts[band.pool];
+            for (int k = 0; k < plan.blocks; ++k)
+                args.pools.push_back(
+                    {{DNNL_ARG_SRC, memory(band.pooled, n.eng, region + k * band.pooled.get_size())},
+                     {DNNL_ARG_DST, memory(out, n.eng, nullptr)},
+                     {DNNL_ARG_SCRATCHPAD, scratch}});
+            a->bands.back().push_back(std::move(args));
+        }
+    }
     for (auto &s : n.steps) {
         std::unordered_map<int, memory> args;
         for (auto &p : s.args) args[p.first] = a->mems[p.second];
@@ -1685,6 +1934,40 @@ void run_pair(Net &n, Arena &a, size_t i) {
         } catch (const std::exception &e) {
 #pragma omp critical
             error = e.what();
+        }
+    }
+    if (!error.empty()) fail(error);
+}
+
+// A BANDED step: band b on thread b % threads, its convolution into the thread's buffer, then
+// its pooling from there; all of them on one thread when fewer run (a nested region).
+void run_banded(Net &n, Arena &a, const Step &s) {
+    const BandPlan &plan = n.bands[s.band];
+    auto &args = a.bands[s.band];
+    char *src = (char *)a.mems[plan.src].get_data_handle();
+    char *dst = (char *)a.mems[plan.dst].get_data_handle();
+    std::string error;
+#pragma omp parallel num_threads(plan.threads)
+    {
+        const int t = omp_get_thread_num(), team = omp_get_num_threads();
+        const size_t first = team == plan.threads ? (size_t)t : 0, every = (size_t)team;
+        for (size_t b = first; b < plan.bands.size() && (team == plan.threads || t == 0);
+             b += team == plan.threads ? every : 1) {
+            const BandPlan::Band &band = plan.bands[b];
+            Arena::BandArgs &band_args = args[b];
+            try {
+                stream &strm = t ? a.strm2 : a.strm;
+                band_args.conv[DNNL_ARG_SRC].set_data_handle(src + band.src_skip);
+                plan.convs[band.conv].execute(strm, band_args.conv);
+                for (int k = 0; k < plan.blocks; ++k) {
+                    auto &pool = band_args.pools[k];
+                    pool[DNNL_ARG_DST].set_data_handle(dst + band.dst_skip + k * plan.dst_block);
+                    plan.pools[band.pool].execute(strm, pool);
+                }
+            } catch (const std::exception &e) {
+#pragma omp critical
+                error = e.what();
+            }
         }
     }
     if (!error.empty()) fail(error);
@@ -1827,6 +2110,7 @@ int bd_finalize(void *net) {
         for (int o : n->outputs)
             if (!n->values[o].has_md) fail("an output is never written");
         use_threads(*n);
+        band_conv_pools(*n);
         plan_arena(*n);
         n->finalized = true;
         n->pool.emplace_back(make_arena(*n));
@@ -1854,19 +2138,25 @@ int bd_step_op(void *net, int i) {
     return i >= 0 && i < (int)n->steps.size() ? n->steps[i].op : -2;
 }
 
-// "<primitive kind> <implementation>" of step i (e.g. "softmax ref:any"), "" for a step
-// that is not a oneDNN primitive. The string lives as long as the net.
+// "<primitive kind> <implementation>" of step i (e.g. "softmax ref:any"; a BANDED step's
+// convolution, "... in bands, with its pooling"), "" for a step that is not a oneDNN
+// primitive. The string lives as long as the net.
 const char *bd_step_impl(void *net, int i) {
     Net *n = (Net *)net;
-    if (i < 0 || i >= (int)n->steps.size() || !n->steps[i].has_prim) return "";
+    if (i < 0 || i >= (int)n->steps.size()) return "";
+    const Step &step = n->steps[i];
+    const primitive *prim = step.has_prim     ? &step.prim
+                            : step.band >= 0 ? &n->bands[step.band].convs[0]
+                                             : nullptr;
     const_dnnl_primitive_desc_t pd = nullptr;
     const char *impl = nullptr;
-    if (dnnl_primitive_get_primitive_desc(n->steps[i].prim.get(), &pd) != dnnl_success ||
+    if (!prim || dnnl_primitive_get_primitive_desc(prim->get(), &pd) != dnnl_success ||
         dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl)
         return "";
     std::string &s = n->impl_names[i];
-    auto kind = (dnnl_primitive_kind_t)n->steps[i].prim.get_kind();
+    auto kind = (dnnl_primitive_kind_t)prim->get_kind();
     s = std::string(dnnl_prim_kind2str(kind)) + " " + impl;
+    if (step.band >= 0) s += " in bands, with its pooling";
     return s.c_str();
 }
 
@@ -1905,6 +2195,7 @@ int bd_run(void *net, void *const *ins, void *const *outs, double *times, char *
             } else if (s.has_prim) s.prim.execute(a->strm, a->args[i]);
             else if (s.custom == QPARAMS) run_qparams(a->mems[s.a], a->mems[s.b]);
             else if (s.custom == QBIAS) run_qbias(a->mems[s.a], a->mems[s.b], a->mems[s.c], a->mems[s.d]);
+            else if (s.custom == BANDED) run_banded(*n, *a, s);
             else run_erf(a->mems[s.a], a->mems[s.b]);
             if (times) {
                 a->strm.wait();
