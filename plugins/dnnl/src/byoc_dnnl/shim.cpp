@@ -101,7 +101,8 @@ struct Arena {
     char *buf = nullptr;
     std::vector<memory> mems;
     std::vector<std::unordered_map<int, memory>> args;
-    stream strm, strm2;  // strm2: a pair's second step
+    stream strm;
+    std::vector<stream> side;  // threads 1, 2, ... of a pair or a banded step: one stream each
     // BANDED steps: per plan, per band, the convolution's arguments and each block's pool's
     struct BandArgs {
         std::unordered_map<int, memory> conv;
@@ -1866,7 +1867,9 @@ Arena *make_arena(Net &n) {
     a->buf = (char *)std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!a->buf) fail("out of memory allocating the partition's buffers");
     a->strm = stream(n.eng);
-    a->strm2 = stream(n.eng);
+    int team = 2;  // a pair's
+    for (const BandPlan &plan : n.bands) team = std::max(team, plan.threads);
+    for (int t = 1; t < team; ++t) a->side.emplace_back(n.eng);
     for (size_t v = 0; v < n.values.size(); ++v) {
         const Value &r = n.values[root(n, (int)v)];
         void *ptr = nullptr;
@@ -1921,6 +1924,9 @@ void run_erf(const memory &src, const memory &dst) {
     for (int64_t i = 0; i < count; ++i) y[i] = std::erf(x[i]);
 }
 
+// OpenMP thread t's stream in a pair or a banded step.
+stream &thread_stream(Arena &a, int t) { return t ? a.side[t - 1] : a.strm; }
+
 // Steps i and i + 1 at once, one OpenMP thread each (both made for one thread). Each thread
 // takes the next step not yet taken: a thread that wakes late (after the process sat idle)
 // finds both taken, rather than holding the pair back by its delay.
@@ -1930,7 +1936,7 @@ void run_pair(Net &n, Arena &a, size_t i) {
 #pragma omp parallel num_threads(std::min(2, omp_get_max_threads()))
     for (int t = next++; t < 2; t = next++) {
         try {
-            n.steps[i + t].prim.execute(t ? a.strm2 : a.strm, a.args[i + t]);
+            n.steps[i + t].prim.execute(thread_stream(a, omp_get_thread_num()), a.args[i + t]);
         } catch (const std::exception &e) {
 #pragma omp critical
             error = e.what();
@@ -1939,8 +1945,9 @@ void run_pair(Net &n, Arena &a, size_t i) {
     if (!error.empty()) fail(error);
 }
 
-// A BANDED step: band b on thread b % threads, its convolution into the thread's buffer, then
-// its pooling from there; all of them on one thread when fewer run (a nested region).
+// A BANDED step: band b on thread b % threads (whose buffer its arguments name), its
+// convolution into that buffer, then its pooling from there; all of them on thread 0 when
+// fewer threads run (a nested region).
 void run_banded(Net &n, Arena &a, const Step &s) {
     const BandPlan &plan = n.bands[s.band];
     auto &args = a.bands[s.band];
@@ -1949,14 +1956,15 @@ void run_banded(Net &n, Arena &a, const Step &s) {
     std::string error;
 #pragma omp parallel num_threads(plan.threads)
     {
-        const int t = omp_get_thread_num(), team = omp_get_num_threads();
-        const size_t first = team == plan.threads ? (size_t)t : 0, every = (size_t)team;
-        for (size_t b = first; b < plan.bands.size() && (team == plan.threads || t == 0);
-             b += team == plan.threads ? every : 1) {
+        const int t = omp_get_thread_num();
+        const bool spread = omp_get_num_threads() == plan.threads;
+        const size_t every = spread ? (size_t)plan.threads : 1;
+        for (size_t b = spread ? (size_t)t : 0; (spread || t == 0) && b < plan.bands.size();
+             b += every) {
             const BandPlan::Band &band = plan.bands[b];
             Arena::BandArgs &band_args = args[b];
             try {
-                stream &strm = t ? a.strm2 : a.strm;
+                stream &strm = thread_stream(a, t);
                 band_args.conv[DNNL_ARG_SRC].set_data_handle(src + band.src_skip);
                 plan.convs[band.conv].execute(strm, band_args.conv);
                 for (int k = 0; k < plan.blocks; ++k) {
