@@ -978,27 +978,28 @@ def test_a_gelu_lookalike_with_its_constants_swapped_is_not_gelu() -> None:
 
 
 @pytest.mark.usefixtures("keep_tiny")
-def test_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
-    """onnxruntime fuses DequantizeLinear -> op -> QuantizeLinear into int8 kernels: dnnl
-    refuses a node that reads a DequantizeLinear. A partition left with no layer with weights
-    (here a lone Softmax) goes back too, saying why."""
+def test_unclaimed_qdq_groups_and_memory_bound_partitions_stay_with_onnxruntime() -> None:
+    """A QuantizeLinear read by a DequantizeLinear of another scale is refused (its integers
+    would leave the partition), so are that DequantizeLinear and the node reading it: the
+    QDQ group stays with onnxruntime. A partition left with no layer with weights (here a lone
+    Softmax) goes back too, saying why."""
     scale, zero = np.float32(0.05), np.uint8(128)
     nodes = [
         *conv_stem()[0],
         node("QuantizeLinear", ["h", "s", "z"], "hq"),
-        node("DequantizeLinear", ["hq", "s", "z"], "hd"),
+        node("DequantizeLinear", ["hq", "s2", "z"], "hd"),
         node("GlobalAveragePool", ["hd"], "p"),
-        node("QuantizeLinear", ["p", "s", "z"], "pq"),
-        node("DequantizeLinear", ["pq", "s", "z"], "pd"),
-        node("Flatten", ["pd"], "f"),
+        node("Flatten", ["p"], "f"),
         node("Softmax", ["f"], "y", axis=-1),
     ]
-    model = make_model(
-        nodes, {"x": [1, 3, 10, 12]}, ["y"], {**conv_stem()[1], "s": scale, "z": zero}
-    )
+    consts = {**conv_stem()[1], "s": scale, "s2": np.float32(0.04), "z": zero}
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
     report = assert_matches_onnxruntime(model, DNNL)
     decisions = report.plan.decisions
     assert decisions["h"].backend == "dnnl"  # the Conv: a float input, feeding a Quantize
+    reason = "read by other than a DequantizeLinear of its scale and zero point"
+    assert ("dnnl", reason) in decisions["hq"].refusals
+    assert ("dnnl", "its QuantizeLinear runs elsewhere") in decisions["hd"].refusals
     assert decisions["p"].backend == "onnxruntime"
     assert ("dnnl", "reads a DequantizeLinear: onnxruntime runs this QDQ group in int8") in (
         decisions["p"].refusals
@@ -1243,8 +1244,8 @@ def test_quantized_embeddings_are_read_in_the_partition(table: str, tmp_path) ->
     DequantizeLinear. The Gather and its DequantizeLinear are host steps (the table stays u8 in
     the artifact and in memory), a DequantizeLinear of constant rows is a float32 constant, and
     the Add reading them joins the partition; the outputs match onnxruntime's, and the model
-    saves and loads back. A DequantizeLinear of a layer's weights stays with onnxruntime, as
-    does the MatMul reading it (a QDQ group onnxruntime runs in int8)."""
+    saves and loads back. A DequantizeLinear of a layer's weights is a float32 constant too,
+    and the MatMul reading it joins the partition."""
     rng = np.random.default_rng(1)
     q = np.dtype(table)
     lo, hi = np.iinfo(q).min, np.iinfo(q).max
@@ -1271,10 +1272,8 @@ def test_quantized_embeddings_are_read_in_the_partition(table: str, tmp_path) ->
     qdq = make_model(nodes + weights, inputs, ["y2"], consts, opset=18)
     decisions = byoc.partition(qdq, DNNL).decisions
     owners = {n: decisions[n].backend for n in ("gq", "emb", "p", "e1", "y", "wd", "y2")}
-    assert [n for n, b in owners.items() if b != "dnnl"] == ["wd", "y2"]
-    assert ("dnnl", "reads a DequantizeLinear: onnxruntime runs this QDQ group in int8") in (
-        decisions["y2"].refusals
-    )
+    assert set(owners.values()) == {"dnnl"}
+    assert_matches_onnxruntime(qdq, DNNL, {"ids": np.array([[3, 0, 10, 1, 7, 7]], np.int64)})
     model = make_model(nodes, inputs, ["y"], consts, opset=18)
     config = {**DNNL, "compile": {"placement": "static"}}
     ids = np.array([[3, 0, 10, -1, 7, 7]], np.int64)
@@ -2455,3 +2454,149 @@ def test_real_model_p1_matches(real_model) -> None:  # type: ignore[no-untyped-d
         real_model("P1"), {"backends": ["dnnl"], "shapes": {"x": [1, 3, 48, 192]}}
     )
     assert len(report.plan.fallback_nodes) < len(report.plan.decisions) // 10
+
+
+def statically_quantized(tmp_path, per_channel: bool) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
+    """A small conv net (3x3 conv, Relu, depthwise conv, residual Add, Swish, global pooling,
+    a dense layer) through ``onnxruntime.quantization.quantize_static``: QDQ format, u8
+    activations, s8 weights, 4 seeded random calibration batches."""
+    from onnxruntime.quantization import (
+        CalibrationDataReader,
+        QuantFormat,
+        QuantType,
+        quantize_static,
+    )
+
+    rng = np.random.default_rng(5)
+    c = {
+        "w0": rng.standard_normal((16, 3, 3, 3)).astype(np.float32) * 0.3,
+        "b0": rng.standard_normal(16).astype(np.float32) * 0.1,
+        "w1": rng.standard_normal((16, 1, 3, 3)).astype(np.float32) * 0.3,
+        "b1": rng.standard_normal(16).astype(np.float32) * 0.1,
+        "wd": rng.standard_normal((16, 10)).astype(np.float32) * 0.3,
+        "bd": rng.standard_normal(10).astype(np.float32) * 0.1,
+    }
+    nodes = [
+        node("Conv", ["x", "w0", "b0"], "c0", pads=[1, 1, 1, 1]),
+        node("Relu", ["c0"], "r0"),
+        node("Conv", ["r0", "w1", "b1"], "c1", pads=[1, 1, 1, 1], group=16),
+        node("Add", ["c1", "r0"], "a"),
+        node("Sigmoid", ["a"], "s"),
+        node("Mul", ["a", "s"], "m"),
+        node("GlobalAveragePool", ["m"], "p"),
+        node("Flatten", ["p"], "f"),
+        node("Gemm", ["f", "wd", "bd"], "y"),
+    ]
+    source, target = tmp_path / "float.onnx", tmp_path / "qdq.onnx"
+    onnx.save(make_model(nodes, {"x": [1, 3, 12, 10]}, ["y"], c), source)
+
+    class Batches(CalibrationDataReader):
+        def __init__(self) -> None:
+            self.batches = iter(
+                [{"x": rng.standard_normal((1, 3, 12, 10)).astype(np.float32)} for _ in range(4)]
+            )
+
+        def get_next(self) -> dict[str, np.ndarray] | None:
+            return next(self.batches, None)
+
+    quantize_static(
+        source,
+        target,
+        Batches(),
+        quant_format=QuantFormat.QDQ,
+        activation_type=QuantType.QUInt8,
+        weight_type=QuantType.QInt8,
+        per_channel=per_channel,
+    )
+    return onnx.load(target)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_statically_quantized_convolutions_run_in_int8_between_u8_tensors(
+    per_channel: bool, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """quantize_static's QDQ net is one dnnl partition: its convolutions are int8 kernels that
+    read the u8 tensors the QuantizeLinears before them write, and write the next one's u8;
+    the rest runs in float32 between them, each QuantizeLinear and DequantizeLinear a few
+    post-ops. Outputs equal onnxruntime's run of the QDQ graph as written (optimizations off)
+    and its int8 kernels' to one quantum of the output; saved, the model loads back."""
+    model = statically_quantized(tmp_path, per_channel)
+    x = rand(1, 3, 12, 10)
+    if not int8_vnni():  # refused: see saturating_kernels
+        assert_refused_without_vnni(model, {"x": x})
+        return
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+    (as_written,) = session.run(None, {"x": x})
+    last = next(n for n in model.graph.node if n.output[0] == "y")  # y's DequantizeLinear
+    assert last.op_type == "DequantizeLinear"
+    scale = next(
+        onnx.numpy_helper.to_array(t) for t in model.graph.initializer if t.name == last.input[1]
+    )
+    compiled = byoc.compile(model, DNNL)
+    assert [s.unit.backend for s in compiled.steps] == ["dnnl"]
+    y = compiled.run({"x": x})["y"]
+    np.testing.assert_allclose(y, as_written, rtol=0, atol=float(scale) * 1.01)
+    assert_matches_onnxruntime(model, DNNL, {"x": x}, rtol=0, atol=float(scale) * 1.01)
+    step = _dnnl_step(compiled)
+    kernels = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+    qconvs = [k for k in kernels if k["kind"] == "qconv"]
+    assert len(qconvs) == 2 and all("src_scale" in k["attrs"] for k in qconvs)
+    assert any(k["attrs"].get("dst") == "uint8" for k in kernels), kernels
+    impls = [i for _, i in step.runtime.implementations()]
+    assert sum(i.startswith("convolution") for i in impls) == 2, impls
+    assert not [i for i in impls if "ref" in i], impls
+    again = byoc.load(compiled.save(tmp_path / "q.byoc"))
+    np.testing.assert_array_equal(again.run({"x": x})["y"], y)
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("dst", "unknown destination type 'int4'"),
+        ("source", "a static source is a u8 or s8 tensor"),
+        ("output", "an output is not float32"),
+    ],
+)
+def test_damaged_u8_tensors_are_refused_when_loaded(damage: str, message: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A damaged artifact naming an unknown element type, an int8 convolution whose static
+    source is float32, or a u8 tensor as the partition's output raises ArtifactError."""
+    model = statically_quantized(tmp_path, False)
+    if not int8_vnni():
+        pytest.skip("int8 layers are refused without VNNI (tested above)")
+    step = _dnnl_step(byoc.compile(model, DNNL))
+    graph = step.artifact.graph
+    nodes = graph["nodes"]
+    u8 = next(i for i, n in enumerate(nodes) if n.get("attrs", {}).get("dst") == "uint8")
+    if damage == "dst":
+        nodes[u8]["attrs"]["dst"] = "int4"
+    elif damage == "source":
+        qconv = next(n for n in nodes if n.get("kind") == "qconv")
+        qconv["inputs"][0] = graph["arg_nodes"][0]
+    else:
+        graph["heads"] = [u8]
+    with pytest.raises(byoc.ArtifactError, match=message):
+        plugin.byoc_create_runtime("dnnl", Artifact(json.dumps(graph), step.artifact.weights), {})
+
+
+def test_a_dequantized_constant_read_by_two_partitions_is_copied_into_each() -> None:
+    """A DequantizeLinear of a constant scalar read by Adds in two dnnl partitions (an
+    onnxruntime op between them) is copied into both, as a constant node is: neither partition
+    reads it as an input (a scalar input the runtime could not take)."""
+    c = {"w": rand(32, 32, 3, 3) / 32, "b": rand(32), "q": np.uint8(7), "s": np.float32(0.5)}
+    nodes = [
+        node("DequantizeLinear", ["q", "s"], "three"),
+        node("Conv", ["x", "w", "b"], "c1", pads=[1, 1, 1, 1]),
+        node("Add", ["c1", "three"], "a1"),
+        node("Sin", ["a1"], "s1"),
+        node("Conv", ["s1", "w", "b"], "c2", pads=[1, 1, 1, 1]),
+        node("Add", ["c2", "three"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 32, 32, 32]}, ["y"], c)
+    report = assert_matches_onnxruntime(model, {**DNNL, "compile": {"placement": "static"}})
+    parts = report.plan.partitions
+    assert len(parts) == 2 and all(p.backend == "dnnl" for p in parts)
+    assert all("three" not in p.inputs and "three" not in p.outputs for p in parts)

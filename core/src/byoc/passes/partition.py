@@ -30,8 +30,9 @@ def partition_graph(
     does (``declared``): onnxruntime may refuse a model whose input dims were fixed (its
     inference inside If bodies can fail).
     """
+    regions, copies = _copy_dequantized_constants(graph, regions)
     region_of = {node: r for r, (_, nodes) in enumerate(regions) for node in nodes}
-    order = _toposort_regions(graph, [nodes for _, nodes in regions], region_of)
+    order = _toposort_regions(graph, [nodes for _, nodes in regions], region_of, copies)
     counters: dict[str, int] = {}
     units: list[Partition] = []
     by_region: dict[int, Partition] = {}
@@ -41,7 +42,9 @@ def partition_graph(
         counters[backend] = index + 1
         symbol = f"{backend}_{index}"
         names = {graph.nodes[n].name for n in nodes}
-        unit = _extract(graph, nodes, symbol, backend, declared if backend == FALLBACK else None)
+        unit = _extract(
+            graph, nodes, symbol, backend, declared if backend == FALLBACK else None, copies
+        )
         if not unit.outputs:  # dead code: nothing reads its results, so nothing runs it
             counters[backend] = index
             continue
@@ -56,13 +59,46 @@ def partition_graph(
     return units
 
 
+def _copy_dequantized_constants(
+    graph: Graph, regions: list[tuple[str, list[int]]]
+) -> tuple[list[tuple[str, list[int]]], set[int]]:
+    """A DequantizeLinear of constants (a QDQ model's weights, biases and scalars) that a backend
+    claimed is copied into every region of that backend reading it, and dropped from a region
+    that does not: like a constant node, it never makes a partition input, however the regions
+    were cut. Returns the regions and the copied nodes (they depend on nothing)."""
+    region_of = {node: r for r, (_, nodes) in enumerate(regions) for node in nodes}
+    members = [set(nodes) for _, nodes in regions]
+    copies: set[int] = set()
+    for i, node in enumerate(graph.nodes):
+        r = region_of.get(i)
+        if node.op_type != "DequantizeLinear" or r is None or regions[r][0] == FALLBACK:
+            continue
+        value = node.output[0]
+        readers = {region_of.get(u) for u in graph.consumers.get(value, [])}
+        if (
+            value in graph.outputs
+            or not all(graph.is_constant(n) for n in node.input if n)
+            or any(t is None or regions[t][0] != regions[r][0] for t in readers)
+        ):
+            continue
+        for t in readers:
+            members[t].add(i)  # type: ignore[index]
+        if r not in readers:
+            members[r].discard(i)
+        copies.add(i)
+    kept = [(backend, sorted(m)) for (backend, _), m in zip(regions, members, strict=True) if m]
+    return kept, copies
+
+
 def _toposort_regions(
-    graph: Graph, regions: list[list[int]], region_of: dict[int, int]
+    graph: Graph, regions: list[list[int]], region_of: dict[int, int], copies: set[int]
 ) -> list[int]:
     succ: list[set[int]] = [set() for _ in regions]
     indegree = [0] * len(regions)
     for r, nodes in enumerate(regions):
         for n in nodes:
+            if n in copies:  # its readers have their own copies
+                continue
             for s in graph.succ(n):
                 t = region_of[s]
                 if t != r and t not in succ[r]:
@@ -114,6 +150,7 @@ def _extract(
     symbol: str,
     backend: str,
     declared: dict[str, onnx.ValueInfoProto] | None,
+    copies: set[int],
 ) -> Partition:
     members = set(nodes)
     produced = {v for n in nodes for v in graph.nodes[n].output if v}
@@ -131,6 +168,7 @@ def _extract(
     outputs = [
         v
         for n in nodes
+        if n not in copies  # each reader has its own
         for v in graph.nodes[n].output
         if v and (v in graph_outputs or any(u not in members for u in graph.consumers.get(v, ())))
     ]

@@ -128,6 +128,7 @@ OP_CASES: dict[str, Case] = {
     "Dropout": Case(),
     "DynamicQuantizeLinear": Case(outputs=3),
     "DequantizeLinear": Case((In(dtype=np.uint8), _c(0.05), _c(3, np.uint8))),
+    "QuantizeLinear": Case((_X, _c(0.05), _c(3, np.uint8))),
     "Flatten": Case(attrs={"axis": 1}),
     "Transpose": Case(attrs={"perm": [0, 2, 3, 1]}),
     "Squeeze": Case((In((1, 4, 1, 6)), _c([2], _I64))),

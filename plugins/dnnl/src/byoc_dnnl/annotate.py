@@ -41,7 +41,7 @@ def weighted(node: NodeView) -> bool:
         return True
     if node.op_type in ("MatMulInteger", "ConvInteger"):  # dnnl.qmatmul, dnnl.qconv
         return node.const(1) is not None
-    return node.op_type in ("MatMul", "Gemm") and any(node.const(i) is not None for i in (0, 1))
+    return node.op_type in ("MatMul", "Gemm") and any(constant(node, i) is not None for i in (0, 1))
 
 
 def _static_f32(node: NodeView) -> str | None:
@@ -67,7 +67,7 @@ def _static_f32(node: NodeView) -> str | None:
             return f"input '{name}' has a dynamic shape {t}; fix it with [shapes]"
         if 0 in (t.shape or ()):
             return f"input '{name}' is empty (shape {t}); oneDNN needs non-zero dims"
-        if t.shape == () and node.const(i) is None:
+        if t.shape == () and constant(node, i) is None:
             return f"input '{name}' is a scalar computed at run time; ranks 1 to 6 are supported"
     for i, name in enumerate(node.outputs):
         if not name:
@@ -101,18 +101,39 @@ def _rank(node: NodeView, i: int = 0) -> int:
     return len(t.shape) if t is not None and t.shape is not None else -1
 
 
+def constant(node: NodeView, i: int) -> np.ndarray | None:
+    """Input ``i`` when it is a constant, or a DequantizeLinear of constants (QDQ weights and
+    biases, dequantized as onnxruntime does), else None."""
+    value = node.const(i)
+    graph = node.graph
+    producer = graph.producer.get(node.inputs[i]) if i < len(node.inputs) else None
+    if value is not None or producer is None:
+        return value
+    dq = graph.view(producer)
+    if dq.op_type != "DequantizeLinear" or dq.const(0) is None or _dequantized_constant(dq):
+        return None
+    q, scale = dq.const(0), dq.const(1)
+    zero = dq.const(2) if len(dq.inputs) > 2 and dq.inputs[2] else np.zeros_like(scale)
+    assert q is not None and scale is not None and zero is not None
+    if scale.size > 1:  # one per entry along axis
+        shape = [1] * q.ndim
+        shape[int(dq.attrs.get("axis", 1)) % q.ndim] = scale.size
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return (q.astype(np.float32) - zero.astype(np.float32)) * scale.astype(np.float32)
+
+
 def _conv(node: NodeView) -> str | None:
     a = node.attrs
-    if node.const(1) is None:
+    if constant(node, 1) is None:
         return "the weights are not a constant"
-    if len(node.inputs) > 2 and node.inputs[2] and node.const(2) is None:
+    if len(node.inputs) > 2 and node.inputs[2] and constant(node, 2) is None:
         return "the bias is not a constant"
     if not 3 <= _rank(node) <= 5:
         return f"{_rank(node) - 2}-D convolutions are not supported (1-D to 3-D are)"
     pad = a.get("auto_pad", "NOTSET")
     if pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
         return f"auto_pad={pad!r} is not supported"
-    w = node.const(1)
+    w = constant(node, 1)
     assert w is not None
     x = node.input_type(0)
     assert x is not None and x.shape is not None
@@ -148,11 +169,11 @@ def _matmul(node: NodeView) -> str | None:
 
 def _gemm(node: NodeView) -> str | None:
     a = node.attrs
-    if node.const(1) is None and (a.get("transB", 0) or a.get("alpha", 1.0) != 1.0):
+    if constant(node, 1) is None and (a.get("transB", 0) or a.get("alpha", 1.0) != 1.0):
         return "Gemm with transB or alpha needs a constant B"
     if a.get("transA", 0):
         return "Gemm with transA is not supported"
-    if len(node.inputs) > 2 and node.inputs[2] and node.const(2) is None:
+    if len(node.inputs) > 2 and node.inputs[2] and constant(node, 2) is None:
         return "Gemm's C is not a constant"
     return None
 
@@ -636,28 +657,88 @@ def _host(node: NodeView) -> str | None:
     return None
 
 
-def _dequantize(node: NodeView) -> str | None:
-    """A DequantizeLinear of a quantized embedding table's rows (``quantize_dynamic`` quantizes
-    a transformer's Gathers): of a Gather's u8 or i8 rows, a host step; of a constant (rows at
-    folded indices) read only by elementwise ops, a constant. Others stay with onnxruntime,
-    which fuses QDQ groups into int8 kernels, and so do the weights of their layers."""
+def qparams(node: NodeView) -> tuple[float, int, str] | None:
+    """A QuantizeLinear's or DequantizeLinear's one scale and zero point (per tensor: each one
+    constant value; an absent zero point is 0) and its quantized type, or None."""
+    scale = node.const(1) if len(node.inputs) > 1 and node.inputs[1] else None
+    zero = node.const(2) if len(node.inputs) > 2 and node.inputs[2] else np.zeros(1, np.uint8)
+    if scale is None or zero is None or scale.size != 1 or zero.size != 1:
+        return None
+    s = np.float32(scale.reshape(-1)[0])
+    if scale.dtype != np.float32 or not (np.isfinite(s) and s >= np.finfo(np.float32).tiny):
+        return None
+    if zero.dtype.name not in ("uint8", "int8") or node.attrs.get("block_size", 0):
+        return None
+    return float(s), int(zero.reshape(-1)[0]), zero.dtype.name
+
+
+def _quantize(node: NodeView) -> str | None:
+    """A QuantizeLinear to u8 or s8 (``quantize_static``'s QDQ format): one division, rounding
+    and clip, fused into the kernel before it. It is claimed with the DequantizeLinears that read
+    it, the only readers it may have, so its integers never leave the partition; an int8
+    convolution reads them as they are."""
     t = node.input_type(0)
-    if t is None or t.dtype is None or t.dtype.name not in ("uint8", "int8") or not t.is_static:
-        return "only a DequantizeLinear of u8 or i8 values of a static shape is supported"
-    for i in (1, 2):
-        name = node.inputs[i] if len(node.inputs) > i else ""
-        value = node.const(i) if name else None
-        if name and (value is None or value.size != 1):
-            return "the scale and zero point must be one constant each (per-tensor)"
+    if t is None or t.dtype != np.float32 or not t.is_static or not t.shape or 0 in t.shape:
+        return f"input '{node.inputs[0]}' must be float32 of a static shape (rank >= 1)"
+    params = qparams(node)
+    if params is None:
+        return "the scale (positive float32) and zero point (u8 or s8) must be one constant each"
+    graph, y = node.graph, node.outputs[0]
+    readers = [graph.view(r) for r in graph.consumers.get(y, [])]
+    if y in graph.outputs or not readers:
+        return "its output is a model output"
+    if any(r.op_type != "DequantizeLinear" or qparams(r) != params for r in readers):
+        return "read by other than a DequantizeLinear of its scale and zero point"
+    return None
+
+
+def _dequantize(node: NodeView) -> str | None:
+    """A DequantizeLinear of a claimed QuantizeLinear's output (a kernel's subtraction and
+    product, fused into the kernel after it; an int8 convolution reads the integers instead);
+    of constants (weights, one scale per tensor or per channel, biases in int32): a float32
+    constant; of a quantized embedding table's rows (``quantize_dynamic`` quantizes a
+    transformer's Gathers), a host step."""
+    t = node.input_type(0)
+    if t is None or t.dtype is None or not t.is_static:
+        return "only a DequantizeLinear of a static shape is supported"
     graph = node.graph
     if node.const(0) is not None:
-        readers = {graph.nodes[r].op_type for r in graph.consumers.get(node.outputs[0], [])}
-        if not readers or not readers <= set(BINARY):
-            return "a dequantized constant read by other than Add, Sub, Mul or Div"
-        return None
+        return _dequantized_constant(node)
+    if t.dtype.name not in ("uint8", "int8"):
+        return "only a DequantizeLinear of u8 or i8 values is supported"
     producer = graph.producer.get(node.inputs[0])
+    if producer is not None and graph.nodes[producer].op_type == "QuantizeLinear":
+        quantize = graph.view(producer)
+        if _quantize(quantize) is not None:
+            return "its QuantizeLinear runs elsewhere"
+        return None
+    if qparams(node) is None:
+        return "the scale and zero point must be one constant each (per-tensor)"
     if producer is None or graph.nodes[producer].op_type != "Gather":
-        return "a DequantizeLinear of computed values: onnxruntime runs its QDQ group in int8"
+        return "a DequantizeLinear of computed values not quantized by a QuantizeLinear"
+    return None
+
+
+def _dequantized_constant(node: NodeView) -> str | None:
+    """Constant values, with one scale and zero point, or one per entry along ``axis``."""
+    q = node.const(0)
+    assert q is not None
+    scale = node.const(1) if len(node.inputs) > 1 and node.inputs[1] else None
+    zero = node.const(2) if len(node.inputs) > 2 and node.inputs[2] else None
+    if q.dtype.name not in ("uint8", "int8", "int32") or scale is None or scale.dtype != np.float32:
+        return "only a DequantizeLinear of u8, i8 or i32 constants by a float32 scale is supported"
+    axis = int(node.attrs.get("axis", 1))
+    fits = scale.size == 1 or (
+        scale.ndim == 1 and -q.ndim <= axis < q.ndim and scale.size == q.shape[axis]
+    )
+    if not fits or (zero is not None and (zero.dtype != q.dtype or zero.size != scale.size)):
+        return "the scale and zero point must be one value each, or one per entry along axis"
+    if node.attrs.get("block_size", 0):
+        return "a blocked DequantizeLinear is not supported"
+    graph = node.graph
+    readers = {graph.nodes[r].op_type for r in graph.consumers.get(node.outputs[0], [])}
+    if not readers or not readers <= {*BINARY, "Conv", "ConvTranspose", "MatMul", "Gemm"}:
+        return "a dequantized constant read by other than Add, Sub, Mul, Div or a layer"
     return None
 
 
@@ -673,16 +754,27 @@ def _or_host(check: Check) -> Check:
 
 def supported_ops(config: Mapping[str, Any]) -> dict[str, Check]:
     """The single ops the backend claims, each with its check. DynamicQuantizeLinear and the
-    int8 dense layers after it, LSTM and GRU run in the JSON runtime only (``codegen =
-    "json"``)."""
+    int8 dense layers after it, QuantizeLinear, LSTM and GRU run in the JSON runtime only
+    (``codegen = "json"``)."""
     ops = {op_type: _with_types(check) for op_type, check in _CHECKS.items()}
     ops.update({t: _or_host(ops[t]) for t in _HOST_VIEWS})
     ops.update({t: _host for t in ("Cast", "Gather", "Expand")})
     ops["DequantizeLinear"] = _dequantize
     if config.get("codegen", "json") == "json":
         ops["DynamicQuantizeLinear"] = _dynamic_quantize
+        ops["QuantizeLinear"] = _quantize
         ops.update({t: _with_types(_rnn) for t in ("LSTM", "GRU")})
+    else:
+        ops["DequantizeLinear"] = _dequantize_float
     return ops
+
+
+def _dequantize_float(node: NodeView) -> str | None:
+    """``_dequantize``, but not of a QuantizeLinear's integers (the C source mode has none)."""
+    producer = node.graph.producer.get(node.inputs[0])
+    if producer is not None and node.graph.nodes[producer].op_type == "QuantizeLinear":
+        return 'a QuantizeLinear\'s integers run in the JSON runtime only (codegen = "json")'
+    return _dequantize(node)
 
 
 # -- composite patterns ---------------------------------------------------------------------

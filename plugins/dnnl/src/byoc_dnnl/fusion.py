@@ -4,6 +4,7 @@ weights and fuse followers as post-ops."""
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 import numpy as np
 
@@ -33,7 +34,8 @@ class Fuser:
         self.outputs = outputs
 
     def run(self, kernels: list[Kernel]) -> list[Kernel]:
-        kernels = self._no_op_views(kernels)
+        kernels = self._live(self._same_binaries(self._no_op_views(kernels)))
+        kernels = self._quantized_eltwise(kernels)
         by_out = {k.output: k for k in kernels}  # stays right: a shuffle reads what its view read
         reads = Counter(n for k in kernels for n in self._reads(k))
         alive = self._zero_pads(self._shuffles(kernels, by_out, reads), by_out, reads)
@@ -44,7 +46,11 @@ class Fuser:
                 readers = [j for j, c in enumerate(alive) if k.output in self._reads(c)]
                 j = readers[0] if len(readers) == 1 else -1
                 if k.output not in self.outputs and j > i and self._fuse(k, alive[j]):
+                    k.attrs = {a: v for a, v in k.attrs.items() if a != "dst"}
+                    if "dst" in alive[j].attrs:  # writes the follower's u8 or s8
+                        k.attrs["dst"] = alive[j].attrs["dst"]
                     k.output = alive[j].output
+                    k.post_ops = self._fake_quant(k.post_ops)
                     k.members += alive[j].members
                     del alive[j]
                     alive.insert(j - 1, alive.pop(i))  # run where its last member ran
@@ -106,6 +112,90 @@ class Fuser:
             k.members += t.members
             gone.add(id(t))
         return [k for k in kernels if id(k) not in gone]
+
+    def _same_binaries(self, kernels: list[Kernel]) -> list[Kernel]:
+        """Binary kernels that compute the same thing (a QDQ model dequantizes a tensor once per
+        reader) become one: their readers read the first."""
+        first: dict[str, Kernel] = {}
+        renamed: dict[str, str] = {}
+        kept = []
+        for k in kernels:
+            k.inputs = [renamed.get(n, n) if n else n for n in k.inputs]
+            for p in k.post_ops:
+                if "input" in p:
+                    p["input"] = renamed.get(p["input"], p["input"])
+            if k.kind == "binary" and k.output not in self.outputs:
+                key = repr(([self._key(n) for n in k.inputs], k.attrs, k.post_ops))
+                if key in first:
+                    renamed[k.output] = first[key].output
+                    first[key].members += k.members
+                    continue
+                first[key] = k
+            kept.append(k)
+        return kept
+
+    def _quantized_eltwise(self, kernels: list[Kernel]) -> list[Kernel]:
+        """An eltwise kernel whose one reader is a QuantizeLinear becomes a binary kernel
+        (``x + 0``, the eltwise as its first post-op), which takes the QuantizeLinear and what
+        follows it as post-ops."""
+        readers: dict[str, list[Kernel]] = {}
+        for k in kernels:
+            for n in dict.fromkeys(self._reads(k)):
+                readers.setdefault(n, []).append(k)
+        for k in kernels:
+            only = readers.get(k.output, [])
+            if k.kind != "eltwise" or len(only) != 1 or "dst" not in only[0].attrs:
+                continue
+            x = k.inputs[0]
+            assert x is not None
+            rank = len(self.low.shape(x))
+            zero = self.low.new_const(f"{k.output}:zero", np.zeros((1,) * rank, np.float32))
+            alg, alpha, beta = k.attrs["alg"], k.attrs["alpha"], k.attrs["beta"]
+            k.kind, k.inputs, k.attrs = "binary", [x, zero], {"alg": "add"}
+            k.post_ops = [{"kind": "eltwise", "alg": alg, "alpha": alpha, "beta": beta}]
+        return kernels
+
+    def _fake_quant(self, posts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A QuantizeLinear's post-ops followed by its DequantizeLinear's, ``+ z, clip(lo, hi),
+        - z, * s`` after the rounding, as ``clip(lo - z, hi - z), * s``: the same integers times
+        the scale, in two post-ops instead of four."""
+        out: list[dict[str, Any]] = []
+        for p in posts:
+            out.append(p)
+            add, clip, sub, mul = ([{}] * 4 + out)[-4:]
+            z = self.low.const(sub.get("input"))
+            if (
+                add.get("alg") == "linear"
+                and add["alpha"] == 1.0
+                and clip.get("alg") == "clip"
+                and sub.get("kind") == "binary"
+                and sub["alg"] == "sub"
+                and z is not None
+                and z.size == 1
+                and float(z.reshape(-1)[0]) == add["beta"]
+                and mul.get("alg") == "linear"
+                and mul.get("kind") == "eltwise"
+                and mul["beta"] == 0.0
+            ):
+                lo, hi = clip["alpha"] - add["beta"], clip["beta"] - add["beta"]
+                out[-4:] = [{**clip, "alpha": lo, "beta": hi}, mul]
+        return out
+
+    def _key(self, name: str | None) -> object:
+        """A kernel input as a key: a constant's value, else its name."""
+        c = self.low.const(name)
+        return name if c is None else (c.dtype.name, c.shape, c.tobytes())
+
+    def _live(self, kernels: list[Kernel]) -> list[Kernel]:
+        """The kernels whose results are read: a DequantizeLinear an int8 convolution reads
+        through (it reads the integers) computes nothing anyone reads."""
+        live = set(self.outputs)
+        kept = []
+        for k in reversed(kernels):
+            if k.output in live:
+                live.update(self._reads(k))
+                kept.append(k)
+        return kept[::-1]
 
     def _no_op_views(self, kernels: list[Kernel]) -> list[Kernel]:
         """A view that keeps its input's shape (Identity, Dropout, a Reshape to the same shape)
@@ -204,6 +294,8 @@ class Fuser:
 
     def _fuse(self, k: Kernel, c: Kernel) -> bool:
         low = self.low
+        if "dst" in c.attrs and k.kind not in ("binary", "qconv"):
+            return False  # the others write float32 only
         if (
             c.kind == "binary"
             and c.attrs["alg"] in ("add", "mul")

@@ -13,13 +13,14 @@ from byoc.plan import Composite
 from byoc_dnnl.annotate import (
     int8_weights,
     pad_amounts,
+    qparams,
     reduced_axes,
     slice_window,
     split_offsets,
 )
 
 FLT_MAX = float(np.finfo(np.float32).max)
-MAX_POST_OPS = 8
+MAX_POST_OPS = 12
 
 
 @dataclass
@@ -56,6 +57,8 @@ class Lowering:
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.kernels: list[Kernel] = []
         self.quantized: dict[str, str] = {}  # DynamicQuantizeLinear: its u8 output -> its input
+        # QuantizeLinear: its output -> its scale, zero point and type (annotate.qparams)
+        self.static: dict[str, tuple[float, int, str]] = {}
         self._fresh = 0
 
     # -- values ---------------------------------------------------------------------------
@@ -269,6 +272,8 @@ class Lowering:
     # -- ops ------------------------------------------------------------------------------
 
     def _Conv(self, node: NodeView) -> None:
+        if self._static_qconv(node):
+            return
         w, xs, ys, k, strides = self._window(node)
         dil = list(node.attrs.get("dilations", [1] * len(k)))
         pads = self._pads(node.attrs, xs[2:], ys[2:], k, strides, dil)
@@ -276,6 +281,61 @@ class Lowering:
         if group > 1:
             w = w.reshape(group, w.shape[0] // group, *w.shape[1:])
         self._convolution("conv", node, w, strides, dil, pads)
+
+    def _static_qconv(self, node: NodeView) -> bool:
+        """A Conv of a DequantizeLinear of this partition's QuantizeLinear, by weights
+        dequantized from int8 constants (one scale, or one per output channel; zero points 0),
+        as an int8 convolution of the QuantizeLinear's integers (their scale and zero point:
+        ``src_scale``, ``src_zero_point``), its bias dequantized to float32. False: a float32
+        convolution of the dequantized values instead."""
+        x, wname = self._dequantized(node.inputs[0]), self._dequantized(node.inputs[1])
+        if x is None or wname is None or x[0] not in self.static:
+            return False
+        w, ws, wz = (self.const(n) for n in wname)
+        if w is None or ws is None or w.dtype != np.int8 or (wz is not None and np.any(wz != 0)):
+            return False
+        wdq = self.graph.view(self.graph.producer[node.inputs[1]])
+        if ws.size != 1 and (ws.size != w.shape[0] or int(wdq.attrs.get("axis", 1)) % w.ndim):
+            return False
+        ys, k = self.shape(node.outputs[0]), list(w.shape[2:])
+        strides = list(node.attrs.get("strides", [1] * len(k)))
+        dil = list(node.attrs.get("dilations", [1] * len(k)))
+        pads = self._pads(node.attrs, self.shape(node.inputs[0])[2:], ys[2:], k, strides, dil)
+        group = int(node.attrs.get("group", 1))
+        weights = w.astype(np.float32)
+        if group > 1:
+            weights = weights.reshape(group, w.shape[0] // group, *w.shape[1:])
+        s, zero, _ = self.static[x[0]]
+        inputs = [
+            x[0],
+            self.new_const(wname[0], weights),
+            self._bias(node),
+            self.new_const(wname[1], ws.reshape(-1)),
+        ]
+        self.emit(
+            "qconv",
+            inputs,
+            node.outputs[0],
+            node,
+            strides=strides,
+            dilations=[d - 1 for d in dil],
+            pads_begin=pads[0],
+            pads_end=pads[1],
+            int_bias=0,
+            src_scale=s,
+            src_zero_point=zero,
+        )
+        return True
+
+    def _dequantized(self, name: str) -> tuple[str, str, str | None] | None:
+        """The integers, scale and zero point (None: absent) a DequantizeLinear reads to make
+        value ``name``, or None when no DequantizeLinear makes it."""
+        i = self.graph.producer.get(name)
+        node = None if i is None else self.graph.view(i)
+        if node is None or node.op_type != "DequantizeLinear":
+            return None
+        zero = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+        return node.inputs[0], node.inputs[1], zero
 
     def _ConvTranspose(self, node: NodeView) -> None:
         w, xs, ys, k, strides = self._window(node)
@@ -778,20 +838,64 @@ class Lowering:
         self.emit("cast", [node.inputs[0]], node.outputs[0], node)
 
     def _DequantizeLinear(self, node: NodeView) -> None:
-        """Of a constant (a quantized embedding table's rows folded): a float32 constant, as
-        onnxruntime computes it; else a host step after the Gather of u8 or i8 rows."""
+        """Of a constant (weights, a bias, a quantized embedding table's rows folded): a
+        float32 constant, as onnxruntime computes it; of a QuantizeLinear's integers, a binary
+        kernel, ``(q - zero point) * scale``; else a host step after the Gather of u8 or i8
+        rows."""
         x, y = node.inputs[0], node.outputs[0]
         scale = self.const(node.inputs[1])
-        assert scale is not None  # the check asked for one constant scale and zero point
+        assert scale is not None  # the check asked for constant scales and zero points
+        if x in self.static:
+            if x in self.partition.inputs:
+                raise NodesRefused({node.name: "its QuantizeLinear runs elsewhere"})
+            s, zero, _ = self.static[x]
+            rank = len(self.shape(x))
+            if zero == 0:
+                self.emit("binary", [x, self._scalar(y, s, rank)], y, node, alg="mul")
+                return
+            k = self.emit("binary", [x, self._scalar(y, zero, rank)], y, node, alg="sub")
+            k.post_ops = [{"kind": "eltwise", "alg": "linear", "alpha": s, "beta": 0.0}]
+            return
         zp = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else f"{y}:zero"
         if self.const(zp) is None:  # absent: 0 of the input's type
-            self.consts[zp] = np.zeros((), self.dtype(x))
+            self.consts[zp] = np.zeros(scale.shape, self.dtype(x))
         q = self.const(x)
         if q is None:
             self.emit("dequantize", [x, node.inputs[1], zp], y, node)
             return
-        diff = q.astype(np.float32) - np.float32(self.const(zp).item())  # type: ignore[union-attr]
-        self.consts[y] = np.ascontiguousarray(diff * np.float32(scale.item()))
+        zero = self.const(zp)
+        assert zero is not None
+        if scale.size > 1:  # one per entry along axis
+            shape = [1] * q.ndim
+            shape[int(node.attrs.get("axis", 1)) % q.ndim] = scale.size
+            scale, zero = scale.reshape(shape), zero.reshape(shape)
+        diff = q.astype(np.float32) - zero.astype(np.float32)
+        self.consts[y] = np.ascontiguousarray(diff * scale.astype(np.float32))
+
+    def _QuantizeLinear(self, node: NodeView) -> None:
+        """A binary kernel: ``x / scale``, rounded half to even, plus the zero point, clipped
+        to the type's range, written as u8 or s8 (``dst``); the fusion pass makes it the post-ops
+        of the kernel before it. Its integers stay in the partition: only DequantizeLinears and
+        int8 convolutions read them."""
+        x, y = node.inputs[0], node.outputs[0]
+        if y in self.partition.outputs:
+            raise NodesRefused({node.name: "a DequantizeLinear reading it runs elsewhere"})
+        params = qparams(node)
+        assert params is not None  # the check asked for one constant scale and zero point
+        self.static[y] = params
+        s, zero, dtype = params
+        lo, hi = (0.0, 255.0) if dtype == "uint8" else (-128.0, 127.0)
+        k = self.emit("binary", [x, self._scalar(y, s, len(self.shape(x)))], y, node, alg="div")
+        k.attrs["dst"] = dtype
+        k.post_ops = [
+            {"kind": "eltwise", "alg": "round", "alpha": 0.0, "beta": 0.0},
+            {"kind": "eltwise", "alg": "linear", "alpha": 1.0, "beta": float(zero)},
+            {"kind": "eltwise", "alg": "clip", "alpha": lo, "beta": hi},
+        ]
+
+    def _scalar(self, base: str, value: float, rank: int) -> str:
+        """A float32 constant of one value, of shape (1, ..., 1)."""
+        return self.new_const(base, np.full((1,) * rank, value, np.float32))
 
     def _Gather(self, node: NodeView) -> None:
         rank = len(self.shape(node.inputs[0]))

@@ -51,7 +51,11 @@ ELTWISE_ALGS = {
     "abs": "eltwise_abs",
     "square": "eltwise_square",
     "pow": "eltwise_pow",
+    "round": "eltwise_round",
 }
+# What a binary kernel or an int8 convolution may write (``dst``; the shim's code is the
+# position): float32, or a QuantizeLinear's u8 or s8.
+DST_TYPES = ("float32", "uint8", "int8")
 BINARY_ALGS = {"add": "binary_add", "sub": "binary_sub", "mul": "binary_mul", "div": "binary_div"}
 # Prefixes of oneDNN implementations far slower than onnxruntime's kernels: its reference kernels
 # (plain C loops: a binary op on a blocked layout, a softmax over an outer axis) and pooling's

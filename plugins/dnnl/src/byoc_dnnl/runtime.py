@@ -18,7 +18,7 @@ from byoc import ArtifactError, InputError
 
 from byoc_dnnl import host, native
 from byoc_dnnl.codegen import FORMAT, FORMAT_HOST, Artifact
-from byoc_dnnl.ops import ALG_IDS, FUSES, OP_IDS, POST_IDS, RNN_IDS
+from byoc_dnnl.ops import ALG_IDS, DST_TYPES, FUSES, OP_IDS, POST_IDS, RNN_IDS
 
 _MAX_ELEMENTS = 1 << 34
 
@@ -300,6 +300,14 @@ def _alg(i: int, kind: str, attrs: dict[str, Any], key: str = "alg") -> int:
     return alg
 
 
+def _dst(i: int, attrs: dict[str, Any]) -> int:
+    """The shim's code of a kernel's ``dst`` type (ops.py's DST_TYPES), or ArtifactError."""
+    dst = attrs.get("dst", "float32")
+    if dst not in DST_TYPES:
+        raise _bad(f"node {i}: unknown destination type {dst!r}")
+    return DST_TYPES.index(dst)
+
+
 def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int], list[float]]:
     """The shim's integer and float parameters of a kernel node (see shim.cpp)."""
     a, kind = node["attrs"], node["kind"]
@@ -322,12 +330,19 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
             if kind == "qconv":
                 ip += _ints([a.get("int_bias", 0)], "int_bias", 1)
+                if "src_scale" in a or "dst" in a:  # a static source, the output's type
+                    ip += [int("src_scale" in a), _dst(i, a)]
+                if "src_scale" in a:
+                    fp += [_number(a["src_scale"], "src_scale")]
+                    fp += [_number(a["src_zero_point"], "src_zero_point")]
         elif kind == "pool":
             ip += [_alg(i, "pool", a), *_ints(a["kernel"], "kernel", nd, 1)]
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
         elif kind == "binary":
             ip.append(_alg(i, "binary", a))
+            if "dst" in a:
+                ip.append(_dst(i, a))
         elif kind == "matmul":  # operands read, and a destination written, through a transpose
             for key in ("perm_a", "perm_b", "perm_out"):
                 ip += [len(a.get(key, [])), *a.get(key, [])]  # checked by _validate_kernel
