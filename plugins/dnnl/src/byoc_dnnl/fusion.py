@@ -294,7 +294,7 @@ class Fuser:
 
     def _fuse(self, k: Kernel, c: Kernel) -> bool:
         low = self.low
-        if "dst" in c.attrs and k.kind not in ("binary", "qconv"):
+        if "dst" in c.attrs and k.kind not in ("binary", "qconv", "qmatmul"):
             return False  # the others write float32 only
         if (
             c.kind == "binary"

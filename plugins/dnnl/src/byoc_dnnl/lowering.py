@@ -413,6 +413,8 @@ class Lowering:
         return (small, big) if mode == "SAME_UPPER" else (big, small)
 
     def _MatMul(self, node: NodeView) -> None:
+        if self._static_qmatmul(node):
+            return
         y = node.outputs[0]
         rank = len(self.shape(y))
         a = self.as_rank(node.inputs[0], rank, node)
@@ -422,7 +424,41 @@ class Lowering:
         b = self.as_rank(b, rank, node)
         self.emit("matmul", [a, b, None], y, node)
 
+    def _static_qmatmul(self, node: NodeView) -> bool:
+        """A MatMul (or a Gemm: alpha and beta 1, a bias of one value per column) of a
+        DequantizeLinear of this partition's QuantizeLinear, by (K, N) weights dequantized from
+        int8 constants (one scale, or one per column; zero points 0): an int8 dense layer of the
+        QuantizeLinear's integers, as ``_static_qconv``. False: a float32 one instead."""
+        x, wname = self._dequantized(node.inputs[0]), self._dequantized(node.inputs[1])
+        if x is None or wname is None or x[0] not in self.static:
+            return False
+        w, ws, wz = (self.const(n) for n in wname)
+        if w is None or ws is None or w.dtype != np.int8 or w.ndim != 2:
+            return False
+        if wz is not None and np.any(wz != 0):
+            return False
+        wdq = self.graph.view(self.graph.producer[node.inputs[1]])
+        columns = int(wdq.attrs.get("axis", 1)) % 2  # the axis of per-column scales
+        a, bias = node.attrs, None
+        if node.op_type == "Gemm":
+            if a.get("transA", 0) or a.get("alpha", 1.0) != 1.0 or a.get("beta", 1.0) != 1.0:
+                return False
+            if a.get("transB", 0):
+                w, columns = w.T, 1 - columns
+            c = self.const(node.inputs[2]) if len(node.inputs) > 2 and node.inputs[2] else None
+            if c is not None and c.size != w.shape[1]:
+                return False
+            bias = None if c is None else self.new_const(node.inputs[2], c.reshape(-1))
+        if ws.size != 1 and (ws.size != w.shape[1] or columns != 1):
+            return False
+        s, zero, _ = self.static[x[0]]
+        inputs = [x[0], self.new_const(wname[0], w), bias, self.new_const(wname[1], ws.reshape(-1))]
+        self.emit("qmatmul", inputs, node.outputs[0], node, src_scale=s, src_zero_point=zero)
+        return True
+
     def _Gemm(self, node: NodeView) -> None:
+        if self._static_qmatmul(node):
+            return
         at = node.attrs
         y = node.outputs[0]
         m, n = self.shape(y)
@@ -845,9 +881,9 @@ class Lowering:
         x, y = node.inputs[0], node.outputs[0]
         scale = self.const(node.inputs[1])
         assert scale is not None  # the check asked for constant scales and zero points
+        if x in self.partition.inputs:  # a QuantizeLinear's integers, quantized elsewhere
+            raise NodesRefused({node.name: "its QuantizeLinear runs elsewhere"})
         if x in self.static:
-            if x in self.partition.inputs:
-                raise NodesRefused({node.name: "its QuantizeLinear runs elsewhere"})
             s, zero, _ = self.static[x]
             rank = len(self.shape(x))
             if zero == 0:

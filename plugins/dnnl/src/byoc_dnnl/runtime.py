@@ -339,6 +339,11 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip += [_alg(i, "pool", a), *_ints(a["kernel"], "kernel", nd, 1)]
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
+        elif kind == "qmatmul" and ("src_scale" in a or "dst" in a):
+            ip += [int("src_scale" in a), _dst(i, a)]  # a static source, the output's type
+            if "src_scale" in a:
+                fp += [_number(a["src_scale"], "src_scale")]
+                fp += [_number(a["src_zero_point"], "src_zero_point")]
         elif kind == "binary":
             ip.append(_alg(i, "binary", a))
             if "dst" in a:
