@@ -1172,20 +1172,25 @@ bool lower_flat_binary(Net &n, const Op &op, algorithm alg, dt out_t, std::vecto
     for (const Post &p : posts)
         if (p.kind == PO_SUM || (p.kind == PO_BINARY && !one(p.tensor) && !same(p.tensor)))
             return false;
-    auto flat = [&](int v) {
-        const bool single = one(v);
-        const memory::desc md = n.values[v].md;
-        const int src = single ? ensure_md(n, v, retyped(n, plain(n.values[v].dims), md.get_data_type())) : v;
-        return view_of(n, src, memory::desc({1, single ? 1 : count}, md.get_data_type(), tag::ab));
+    auto flat_md = [&](int v) {  // v as one row, or one value
+        return memory::desc({1, one(v) ? 1 : count}, n.values[v].md.get_data_type(), tag::ab);
+    };
+    auto flat = [&](int v) {  // a view of v's storage (a single value's plain copy) as flat_md
+        const dt t = n.values[v].md.get_data_type();
+        return view_of(n, one(v) ? ensure_md(n, v, retyped(n, plain(n.values[v].dims), t)) : v,
+                       flat_md(v));
     };
     const dims_t row = {1, count};
+    std::vector<dims_t> operand_dims;
+    for (const Post &p : posts)
+        operand_dims.push_back(p.kind == PO_BINARY ? flat_md(p.tensor).get_dims() : dims_t{});
+    const memory::desc fmd(row, dt::f32, tag::ab), dmd(row, out_t, tag::ab);
+    primitive_attr attr = make_attr(n, posts, false, &fmd, row, operand_dims);
+    binary::primitive_desc pd(n.eng, alg, flat_md(a), flat_md(b), dmd, attr);
+    if (is_reference(pd)) return false;
     for (Post &p : posts)
         if (p.kind == PO_BINARY) p.tensor = flat(p.tensor);
-    const memory::desc fmd(row, dt::f32, tag::ab), dmd(row, out_t, tag::ab);
-    primitive_attr attr = make_attr(n, posts, false, &fmd, row);
     const int sa = flat(a), sb = flat(b);
-    binary::primitive_desc pd(n.eng, alg, n.values[sa].md, n.values[sb].md, dmd, attr);
-    if (is_reference(pd)) return false;
     set_out(n, op.out, retyped(n, amd, out_t));
     const int dst = view_of(n, op.out, dmd);
     std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC_0, sa}, {DNNL_ARG_SRC_1, sb}};
