@@ -683,10 +683,13 @@ def _quantize(node: NodeView) -> str | None:
     params = qparams(node)
     if params is None:
         return "the scale (positive float32) and zero point (u8 or s8) must be one constant each"
+    out = node.output_type(0)
+    if out is None or out.dtype is None or out.dtype.name != params[2]:
+        return f"its output type is not its zero point's ({params[2]})"
     graph, y = node.graph, node.outputs[0]
     readers = [graph.view(r) for r in graph.consumers.get(y, [])]
     if y in graph.outputs or not readers:
-        return "its output is a model output"
+        return "its output is a model output, or nothing reads it"
     if any(r.op_type != "DequantizeLinear" or qparams(r) != params for r in readers):
         return "read by other than a DequantizeLinear of its scale and zero point"
     return None
