@@ -211,22 +211,32 @@ class Lowering:
         weights = int8_weights(w, self.const(b.get("wzp")), 0)
         assert weights is not None  # the check asked for int8 weights and one zero point
         w, zero = weights
-        xs, ys, k = self.shape(conv.inputs[0]), self.shape(root.outputs[0]), list(w.shape[2:])
-        strides = list(conv.attrs.get("strides", [1] * len(k)))
-        dil = list(conv.attrs.get("dilations", [1] * len(k)))
-        pads = self._pads(conv.attrs, xs[2:], ys[2:], k, strides, dil)
-        group = int(conv.attrs.get("group", 1))
-        if group > 1:
-            w = w.reshape(group, w.shape[0] // group, *w.shape[1:])
         bias = self.const(b.get("bias"))
         inputs = [
             x,
-            self.new_const(b["w"], w),
+            self.new_const(b["w"], self._grouped(w, conv)),
             None if bias is None else self.new_const(b["bias"], bias.reshape(-1)),
             self.new_const(b["ws"], ws.reshape(-1)),
             self.new_const(b.get("wzp", b["w"]), np.array([zero])) if zero else None,
         ]
-        kernel = self.emit(
+        kernel = self._int8_conv(conv, w, inputs, root, int_bias=int("qbias" in b))
+        kernel.members = [m.name for m in members]
+
+    def _grouped(self, w: np.ndarray, conv: NodeView) -> np.ndarray:
+        """Conv weights as oneDNN takes them: groups first when there are several."""
+        group = int(conv.attrs.get("group", 1))
+        return w.reshape(group, w.shape[0] // group, *w.shape[1:]) if group > 1 else w
+
+    def _int8_conv(
+        self, conv: NodeView, w: np.ndarray, inputs: list[str | None], root: NodeView, **attrs: Any
+    ) -> Kernel:
+        """A qconv kernel writing ``root``'s output, with Conv (or ConvInteger) ``conv``'s
+        geometry and weights ``w``."""
+        ys, k = self.shape(root.outputs[0]), list(w.shape[2:])
+        strides = list(conv.attrs.get("strides", [1] * len(k)))
+        dil = list(conv.attrs.get("dilations", [1] * len(k)))
+        pads = self._pads(conv.attrs, self.shape(conv.inputs[0])[2:], ys[2:], k, strides, dil)
+        return self.emit(
             "qconv",
             inputs,
             root.outputs[0],
@@ -235,9 +245,8 @@ class Lowering:
             dilations=[d - 1 for d in dil],
             pads_begin=pads[0],
             pads_end=pads[1],
-            int_bias=int("qbias" in b),
+            **attrs,
         )
-        kernel.members = [m.name for m in members]
 
     @staticmethod
     def _ancestors(x: str, by_out: dict[str, NodeView]) -> set[str]:
@@ -277,10 +286,7 @@ class Lowering:
         w, xs, ys, k, strides = self._window(node)
         dil = list(node.attrs.get("dilations", [1] * len(k)))
         pads = self._pads(node.attrs, xs[2:], ys[2:], k, strides, dil)
-        group = int(node.attrs.get("group", 1))
-        if group > 1:
-            w = w.reshape(group, w.shape[0] // group, *w.shape[1:])
-        self._convolution("conv", node, w, strides, dil, pads)
+        self._convolution("conv", node, self._grouped(w, node), strides, dil, pads)
 
     def _static_qconv(self, node: NodeView) -> bool:
         """A Conv of a DequantizeLinear of this partition's QuantizeLinear, by weights
@@ -297,34 +303,14 @@ class Lowering:
         wdq = self.graph.view(self.graph.producer[node.inputs[1]])
         if ws.size != 1 and (ws.size != w.shape[0] or int(wdq.attrs.get("axis", 1)) % w.ndim):
             return False
-        ys, k = self.shape(node.outputs[0]), list(w.shape[2:])
-        strides = list(node.attrs.get("strides", [1] * len(k)))
-        dil = list(node.attrs.get("dilations", [1] * len(k)))
-        pads = self._pads(node.attrs, self.shape(node.inputs[0])[2:], ys[2:], k, strides, dil)
-        group = int(node.attrs.get("group", 1))
-        weights = w.astype(np.float32)
-        if group > 1:
-            weights = weights.reshape(group, w.shape[0] // group, *w.shape[1:])
         s, zero, _ = self.static[x[0]]
         inputs = [
             x[0],
-            self.new_const(wname[0], weights),
+            self.new_const(wname[0], self._grouped(w, node)),
             self._bias(node),
             self.new_const(wname[1], ws.reshape(-1)),
         ]
-        self.emit(
-            "qconv",
-            inputs,
-            node.outputs[0],
-            node,
-            strides=strides,
-            dilations=[d - 1 for d in dil],
-            pads_begin=pads[0],
-            pads_end=pads[1],
-            int_bias=0,
-            src_scale=s,
-            src_zero_point=zero,
-        )
+        self._int8_conv(node, w, inputs, node, int_bias=0, src_scale=s, src_zero_point=zero)
         return True
 
     def _dequantized(self, name: str) -> tuple[str, str, str | None] | None:
