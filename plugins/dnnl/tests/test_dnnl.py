@@ -162,6 +162,30 @@ def test_conv_transpose(attrs: dict) -> None:
 
 
 @pytest.mark.parametrize(
+    ("oc", "k", "stride", "shuffled"),
+    [(1, 2, 2, True), (3, 3, 3, True), (5, 2, 2, False), (1, 3, 2, False)],
+)
+def test_a_conv_transpose_of_few_channels_whose_kernel_is_its_stride_is_a_depth_to_space(
+    oc: int, k: int, stride: int, shuffled: bool
+) -> None:
+    """A ConvTranspose of up to 4 output channels whose kernel equals its stride (no overlap:
+    a DBNet head) runs as a 1x1 convolution, then a view, transpose and view; with more
+    channels, or overlapping windows (kernel 3, stride 2), it stays one deconvolution. Both
+    match onnxruntime."""
+    nodes, consts = conv_stem()
+    consts |= {"w": rand(8, oc, k, k), "b": rand(oc)}
+    deconv = node("ConvTranspose", ["h", "w", "b"], "d", strides=[stride, stride])
+    sigmoid = node("Sigmoid", ["d"], "y")
+    model = make_model([*nodes, deconv, sigmoid], {"x": [1, 3, 10, 12]}, ["y"], consts)
+    assert_matches_onnxruntime(model, DNNL)
+    step = _dnnl_step(byoc.compile(model, {**DNNL, "compile": {"placement": "static"}}))
+    kernels = [n["kind"] for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+    assert ("deconv" not in kernels) == shuffled, kernels
+    if shuffled:
+        assert kernels.count("conv") == 2 and "transpose" in kernels, kernels
+
+
+@pytest.mark.parametrize(
     ("op", "attrs"),
     [
         ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}),
