@@ -115,16 +115,23 @@ def constant(node: NodeView, i: int) -> np.ndarray | None:
     q, scale = dq.const(0), dq.const(1)
     zero = dq.const(2) if len(dq.inputs) > 2 and dq.inputs[2] else np.zeros_like(scale)
     assert q is not None and scale is not None and zero is not None
-    if scale.size > 1:  # one per entry along axis
+    return dequantized(q, scale, zero, int(dq.attrs.get("axis", 1)))
+
+
+def dequantized(q: np.ndarray, scale: np.ndarray, zero: np.ndarray, axis: int) -> np.ndarray:
+    """DequantizeLinear of constants as onnxruntime computes it, ``(q - zero) * scale`` in
+    float32: one scale and zero point, or one per entry along ``axis``."""
+    if scale.size > 1:
         shape = [1] * q.ndim
-        shape[int(dq.attrs.get("axis", 1)) % q.ndim] = scale.size
+        shape[axis % q.ndim] = scale.size
         scale, zero = scale.reshape(shape), zero.reshape(shape)
     return (q.astype(np.float32) - zero.astype(np.float32)) * scale.astype(np.float32)
 
 
 def _conv(node: NodeView) -> str | None:
     a = node.attrs
-    if constant(node, 1) is None:
+    w = constant(node, 1)
+    if w is None:
         return "the weights are not a constant"
     if len(node.inputs) > 2 and node.inputs[2] and constant(node, 2) is None:
         return "the bias is not a constant"
@@ -133,8 +140,6 @@ def _conv(node: NodeView) -> str | None:
     pad = a.get("auto_pad", "NOTSET")
     if pad not in ("NOTSET", "VALID", "SAME_UPPER", "SAME_LOWER"):
         return f"auto_pad={pad!r} is not supported"
-    w = constant(node, 1)
-    assert w is not None
     x = node.input_type(0)
     assert x is not None and x.shape is not None
     group = int(a.get("group", 1))

@@ -11,6 +11,7 @@ from byoc import NodesRefused, NodeView, Partition
 from byoc.plan import Composite
 
 from byoc_dnnl.annotate import (
+    dequantized,
     int8_weights,
     pad_amounts,
     qparams,
@@ -353,7 +354,7 @@ class Lowering:
         n, _, h, wd = xs
         y = node.outputs[0]
         weights = w.transpose(1, 2, 3, 0).reshape(oc * kh * kw, ic, 1, 1)  # (oc, i, j) rows
-        bias = self.const(self._bias(node))
+        bias = self.const(node.inputs[2] if len(node.inputs) > 2 else None)
         rows = self._fresh_name(f"{y}:rows")
         self.shapes[rows] = (n, oc * kh * kw, h, wd)
         self.emit(
@@ -910,8 +911,8 @@ class Lowering:
         x, y = node.inputs[0], node.outputs[0]
         scale = self.const(node.inputs[1])
         assert scale is not None  # the check asked for constant scales and zero points
-        if x in self.partition.inputs:  # a QuantizeLinear's integers, quantized elsewhere
-            raise NodesRefused({node.name: "its QuantizeLinear runs elsewhere"})
+        if x in self.partition.inputs:  # integers made in another partition
+            raise NodesRefused({node.name: "the integers it reads are made elsewhere"})
         if x in self.static:
             s, zero, _ = self.static[x]
             rank = len(self.shape(x))
@@ -930,12 +931,8 @@ class Lowering:
             return
         zero = self.const(zp)
         assert zero is not None
-        if scale.size > 1:  # one per entry along axis
-            shape = [1] * q.ndim
-            shape[int(node.attrs.get("axis", 1)) % q.ndim] = scale.size
-            scale, zero = scale.reshape(shape), zero.reshape(shape)
-        diff = q.astype(np.float32) - zero.astype(np.float32)
-        self.consts[y] = np.ascontiguousarray(diff * scale.astype(np.float32))
+        axis = int(node.attrs.get("axis", 1))
+        self.consts[y] = np.ascontiguousarray(dequantized(q, scale, zero, axis))
 
     def _QuantizeLinear(self, node: NodeView) -> None:
         """A binary kernel: ``x / scale``, rounded half to even, plus the zero point, clipped

@@ -308,6 +308,15 @@ def _dst(i: int, attrs: dict[str, Any]) -> int:
     return DST_TYPES.index(dst)
 
 
+def _static_source(i: int, a: dict[str, Any], ip: list[int], fp: list[float]) -> None:
+    """An int8 layer's static source and output type (a flag and the type's code; the source's
+    scale and zero point), appended when it has either: artifacts before them have neither."""
+    if "src_scale" in a or "dst" in a:
+        ip += [int("src_scale" in a), _dst(i, a)]
+    if "src_scale" in a:
+        fp += [_number(a["src_scale"], "src_scale"), _number(a["src_zero_point"], "src_zero_point")]
+
+
 def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int], list[float]]:
     """The shim's integer and float parameters of a kernel node (see shim.cpp)."""
     a, kind = node["attrs"], node["kind"]
@@ -330,20 +339,13 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
             if kind == "qconv":
                 ip += _ints([a.get("int_bias", 0)], "int_bias", 1)
-                if "src_scale" in a or "dst" in a:  # a static source, the output's type
-                    ip += [int("src_scale" in a), _dst(i, a)]
-                if "src_scale" in a:
-                    fp += [_number(a["src_scale"], "src_scale")]
-                    fp += [_number(a["src_zero_point"], "src_zero_point")]
+                _static_source(i, a, ip, fp)
         elif kind == "pool":
             ip += [_alg(i, "pool", a), *_ints(a["kernel"], "kernel", nd, 1)]
             ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
             ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
-        elif kind == "qmatmul" and ("src_scale" in a or "dst" in a):
-            ip += [int("src_scale" in a), _dst(i, a)]  # a static source, the output's type
-            if "src_scale" in a:
-                fp += [_number(a["src_scale"], "src_scale")]
-                fp += [_number(a["src_zero_point"], "src_zero_point")]
+        elif kind == "qmatmul":
+            _static_source(i, a, ip, fp)
         elif kind == "binary":
             ip.append(_alg(i, "binary", a))
             if "dst" in a:
