@@ -2626,3 +2626,163 @@ def test_a_dequantized_constant_read_by_two_partitions_is_copied_into_each() -> 
     parts = report.plan.partitions
     assert len(parts) == 2 and all(p.backend == "dnnl" for p in parts)
     assert all("three" not in p.inputs and "three" not in p.outputs for p in parts)
+
+
+# Elementwise work between int8 layers in a QDQ graph, on the dequantized values of the first
+# layer's output ("d1"), making "e": (nodes, extra constants).
+QDQ_CHAINS = {
+    "silu": (
+        [
+            node("Sigmoid", ["d1"], "sig"),
+            node("QuantizeLinear", ["sig", "s_sig", "z_sig"], "q_sig"),
+            node("DequantizeLinear", ["q_sig", "s_sig", "z_sig"], "d_sig"),
+            node("Mul", ["d1", "d_sig"], "e"),
+        ],
+        {"s_sig": np.float32(1 / 255)},
+    ),
+    "gelu": (
+        [
+            node("Div", ["d1", "root2"], "g1"),
+            node("Erf", ["g1"], "g2"),
+            node("Add", ["g2", "one"], "g3"),
+            node("Mul", ["d1", "g3"], "g4"),
+            node("Mul", ["g4", "half"], "e"),
+        ],
+        {"root2": np.float32(2**0.5), "one": np.float32(1), "half": np.float32(0.5)},
+    ),
+    "leaky-affine": (
+        [
+            node("LeakyRelu", ["d1"], "l1", alpha=0.1),
+            node("Mul", ["l1", "k"], "l2"),
+            node("Sub", ["l2", "k"], "e"),
+        ],
+        {"k": np.float32(1.5)},
+    ),
+    "tanh": ([node("Tanh", ["d1"], "e")], {}),
+    "elu": ([node("Elu", ["d1"], "e", alpha=0.7)], {}),
+    "hardswish": ([node("HardSwish", ["d1"], "e")], {}),
+    "hardsigmoid": ([node("HardSigmoid", ["d1"], "e", alpha=0.3, beta=0.4)], {}),
+    "clip-abs-sqrt": (
+        [
+            node("Clip", ["d1", "lo", "hi"], "c"),
+            node("Abs", ["c"], "a"),
+            node("Sqrt", ["a"], "e"),
+        ],
+        {"lo": np.float32(-1), "hi": np.float32(2)},
+    ),
+    "pow": ([node("Pow", ["d1", "three"], "e")], {"three": np.float32(3)}),
+}
+
+
+def quantized_chain(chain: str, dtype: str) -> tuple[onnx.ModelProto, float]:
+    """x -> QDQ -> Conv of int8 weights -> QDQ -> ``QDQ_CHAINS[chain]`` -> QDQ -> Conv -> QDQ
+    -> y, and a GlobalAveragePool of the second QDQ -> p; activations ``dtype`` (u8 or s8);
+    and y's scale."""
+    rng = np.random.default_rng(11)
+    z = {"uint8": np.uint8(128), "int8": np.int8(0)}[dtype]
+    zero_sig = {"uint8": np.uint8(0), "int8": np.int8(-128)}[dtype]
+    nodes, extra = QDQ_CHAINS[chain]
+    c = {
+        "sx": np.float32(8 / 255),
+        "s1": np.float32(6 / 255),
+        "s2": np.float32(4 / 255),
+        "sy": np.float32(8 / 255),
+        "z": z,
+        "z_sig": zero_sig,
+        "w1": rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8),
+        "w2": rng.integers(-127, 128, (8, 8, 1, 1)).astype(np.int8),
+        "sw": np.float32(0.1 / 127),
+        **extra,
+    }
+    model = make_model(
+        [
+            node("QuantizeLinear", ["x", "sx", "z"], "qx"),
+            node("DequantizeLinear", ["qx", "sx", "z"], "dx"),
+            node("DequantizeLinear", ["w1", "sw"], "dw1"),
+            node("Conv", ["dx", "dw1"], "c1", pads=[1, 1, 1, 1]),
+            node("QuantizeLinear", ["c1", "s1", "z"], "q1"),
+            node("DequantizeLinear", ["q1", "s1", "z"], "d1"),
+            *nodes,
+            node("QuantizeLinear", ["e", "s2", "z"], "q2"),
+            node("DequantizeLinear", ["q2", "s2", "z"], "d2"),
+            node("DequantizeLinear", ["w2", "sw"], "dw2"),
+            node("Conv", ["d2", "dw2"], "c2"),
+            node("QuantizeLinear", ["c2", "sy", "z"], "qy"),
+            node("DequantizeLinear", ["qy", "sy", "z"], "y"),
+            node("GlobalAveragePool", ["d2"], "p"),
+        ],
+        {"x": [1, 8, 10, 12]},
+        ["y", "p"],
+        c,
+    )
+    return model, float(c["sy"])
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("chain", list(QDQ_CHAINS))
+def test_quantized_elementwise_chains_run_as_lookup_tables(
+    chain: str, dtype: str, tmp_path
+) -> None:  # type: ignore[no-untyped-def]
+    """The elementwise work between two int8 convolutions of a QDQ graph (a SiLU with its own
+    QuantizeLinear, a GELU, activations, affine ops) depends on one u8 or s8 value: it runs as
+    a 256-entry lookup table from the first convolution's integers to the second's, computed
+    at compile time, and as one to float32 for the pooling that reads it dequantized. The
+    outputs equal onnxruntime's run of the graph as written to one quantum; saved, the model
+    loads back."""
+    model, scale = quantized_chain(chain, dtype)
+    x = rand(1, 8, 10, 12)
+    if not int8_vnni():
+        pytest.skip("int8 layers are refused without VNNI (see saturating_kernels)")
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+    (as_written, pooled) = session.run(None, {"x": x})
+    config = {**DNNL, "compile": {"placement": "static"}}
+    compiled = byoc.compile(model, config)
+    assert [s.unit.backend for s in compiled.steps] == ["dnnl"]
+    out = compiled.run({"x": x})
+    np.testing.assert_allclose(out["y"], as_written, rtol=0, atol=scale * 1.01)
+    np.testing.assert_allclose(out["p"], pooled, rtol=0, atol=1e-6)
+    kernels = [n for n in _dnnl_step(compiled).artifact.graph["nodes"] if n["op"] == "kernel"]
+    kinds = [k["kind"] for k in kernels]
+    assert sorted(kinds) == ["binary", "lut", "lut", "pool", "qconv", "qconv"], kinds
+    tables = {k["attrs"]["dst"]: k for k in kernels if k["kind"] == "lut"}
+    assert set(tables) == {dtype, "float32"}
+    chain_nodes = {n.name for n in QDQ_CHAINS[chain][0]}
+    assert chain_nodes <= set(tables[dtype]["members"]), tables[dtype]["members"]
+    first_conv = next(k for k in kernels if k["kind"] == "qconv")
+    assert first_conv["attrs"]["dst"] == dtype  # it writes the integers the tables read
+    again = byoc.load(compiled.save(tmp_path / "q.byoc"))
+    np.testing.assert_array_equal(again.run({"x": x})["y"], out["y"])
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        ("entry", "a table entry is not in the type's range"),
+        ("table", "the table must be a constant of 256 float32 values"),
+        ("source", "the source must be u8 or s8"),
+    ],
+)
+def test_damaged_lookup_tables_are_refused_when_loaded(damage: str, message: str) -> None:
+    """A lookup table to u8 holding a fraction, a table that is not 256 values, or a table
+    read from float32 values raises ArtifactError when the artifact is loaded."""
+    model, _ = quantized_chain("silu", "uint8")
+    if not int8_vnni():
+        pytest.skip("int8 layers are refused without VNNI (see saturating_kernels)")
+    step = _dnnl_step(byoc.compile(model, {**DNNL, "compile": {"placement": "static"}}))
+    graph, weights = step.artifact.graph, dict(step.artifact.weights)
+    nodes = graph["nodes"]
+    lut = next(n for n in nodes if n.get("kind") == "lut" and n["attrs"]["dst"] == "uint8")
+    if damage == "entry":
+        name = nodes[lut["inputs"][1]]["name"]
+        weights[name] = weights[name].copy()
+        weights[name][3] += 0.5
+    elif damage == "table":
+        lut["inputs"][1] = next(i for i, n in enumerate(nodes) if n["op"] == "const")
+    else:
+        lut["inputs"][0] = graph["arg_nodes"][0]
+    with pytest.raises(byoc.ArtifactError, match=message):
+        plugin.byoc_create_runtime("dnnl", Artifact(json.dumps(graph), weights), {})

@@ -31,6 +31,7 @@ KINDS = (
     "reduce",
     "qconv",
     "rnn",
+    "lut",
 )
 FUSES = ("conv", "deconv", "matmul", "qmatmul", "qconv", "binary")  # the kernels that take post-ops
 POST_KINDS = ("eltwise", "sum", "binary")
@@ -53,8 +54,8 @@ ELTWISE_ALGS = {
     "pow": "eltwise_pow",
     "round": "eltwise_round",
 }
-# What a binary kernel or an int8 convolution may write (``dst``; the shim's code is the
-# position): float32, or a QuantizeLinear's u8 or s8.
+# What a binary kernel, an int8 convolution or a lookup table may write (``dst``; the shim's
+# code is the position): float32, or a QuantizeLinear's u8 or s8.
 DST_TYPES = ("float32", "uint8", "int8")
 BINARY_ALGS = {"add": "binary_add", "sub": "binary_sub", "mul": "binary_mul", "div": "binary_div"}
 # Prefixes of oneDNN implementations far slower than onnxruntime's kernels: its reference kernels

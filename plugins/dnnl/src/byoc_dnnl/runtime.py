@@ -369,6 +369,8 @@ def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int
             ip = _ints([a["groups"]], "groups", lo=1)
         elif kind == "transpose":
             ip = _ints(a["perm"], "perm", len(node["shape"]))
+        elif kind == "lut":
+            ip = [_dst(i, a)]
         elif kind == "rnn":
             ip = [_alg(i, kind, a, "cell"), _alg(i, kind, a, "direction")]
         elif kind == "slice":  # steps: artifacts before Slice had steps have none

