@@ -2786,3 +2786,85 @@ def test_damaged_lookup_tables_are_refused_when_loaded(damage: str, message: str
         lut["inputs"][0] = graph["arg_nodes"][0]
     with pytest.raises(byoc.ArtifactError, match=message):
         plugin.byoc_create_runtime("dnnl", Artifact(json.dumps(graph), weights), {})
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_quantized_splits_and_concats_move_integers(dtype: str) -> None:
+    """A QuantizeLinear after each half of a Split, and after a Concat of tensors of three
+    other scales (YOLOv8's C2f block), moves in front of them: the slices and the concat move
+    u8 or s8 integers, each concat input requantized to the concat's scale by a lookup table,
+    and no kernel computes in float32 between the int8 convolutions. The output equals
+    onnxruntime's run of the graph as written to one quantum."""
+    rng = np.random.default_rng(12)
+    z = {"uint8": np.uint8(128), "int8": np.int8(0)}[dtype]
+    c = {
+        "sx": np.float32(8 / 255),
+        "s1": np.float32(6 / 255),
+        "s2": np.float32(5 / 255),
+        "s3": np.float32(7 / 255),
+        "sc": np.float32(9 / 255),
+        "sy": np.float32(8 / 255),
+        "z": z,
+        "w1": rng.integers(-127, 128, (8, 8, 3, 3)).astype(np.int8),
+        "w2": rng.integers(-127, 128, (4, 4, 3, 3)).astype(np.int8),
+        "w3": rng.integers(-127, 128, (8, 12, 1, 1)).astype(np.int8),
+        "sw": np.float32(0.1 / 127),
+        "halves": np.array([4, 4], np.int64),
+    }
+
+    def qdq(x: str, scale: str, y: str) -> list[onnx.NodeProto]:
+        return [
+            node("QuantizeLinear", [x, scale, "z"], f"{y}:q"),
+            node("DequantizeLinear", [f"{y}:q", scale, "z"], y),
+        ]
+
+    model = make_model(
+        [
+            *qdq("x", "sx", "dx"),
+            node("DequantizeLinear", ["w1", "sw"], "dw1"),
+            node("Conv", ["dx", "dw1"], "c1", pads=[1, 1, 1, 1]),
+            *qdq("c1", "s1", "d1"),
+            node("Split", ["d1", "halves"], ["h0", "h1"], axis=1),
+            *qdq("h0", "s1", "a"),
+            *qdq("h1", "s1", "b"),
+            node("DequantizeLinear", ["w2", "sw"], "dw2"),
+            node("Conv", ["b", "dw2"], "c2", pads=[1, 1, 1, 1]),
+            *qdq("c2", "s2", "d2"),
+            node("Add", ["b", "d2"], "r"),
+            *qdq("r", "s3", "d3"),
+            node("Concat", ["a", "b", "d3"], "cat", axis=1),
+            *qdq("cat", "sc", "dcat"),
+            node("DequantizeLinear", ["w3", "sw"], "dw3"),
+            node("Conv", ["dcat", "dw3"], "c3"),
+            *qdq("c3", "sy", "y"),
+        ],
+        {"x": [1, 8, 10, 12]},
+        ["y"],
+        c,
+    )
+    x = rand(1, 8, 10, 12)
+    if not int8_vnni():
+        pytest.skip("int8 layers are refused without VNNI (see saturating_kernels)")
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+    (as_written,) = session.run(None, {"x": x})
+    compiled = byoc.compile(model, {**DNNL, "compile": {"placement": "static"}})
+    assert [s.unit.backend for s in compiled.steps] == ["dnnl"]
+    y = compiled.run({"x": x})["y"]
+    np.testing.assert_allclose(y, as_written, rtol=0, atol=float(c["sy"]) * 1.01)
+    nodes = _dnnl_step(compiled).artifact.graph["nodes"]
+    kernels = [n for n in nodes if n["op"] == "kernel"]
+
+    def integers(k: dict) -> bool:  # what a kernel reads are u8 or s8 tensors
+        return all(nodes[i]["attrs"].get("dst") == dtype for i in k["inputs"])
+
+    moves = [k for k in kernels if k["kind"] in ("slice", "concat")]
+    assert sorted(k["kind"] for k in moves) == ["concat", "slice", "slice"], kernels
+    assert all(integers(k) for k in moves), moves
+    luts = [k for k in kernels if k["kind"] == "lut"]
+    assert len(luts) == 3 and all(k["attrs"]["dst"] == dtype for k in luts), luts  # a, b, d3
+    others = [k["members"] for k in kernels if k["kind"] not in ("qconv", "lut", "slice", "concat")]
+    assert others == [["dx:q"], ["b", "r", "d3:q"]], others

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering, reciprocal
-from byoc_dnnl.lut import tables
+from byoc_dnnl.lut import quantize_first, tables
 from byoc_dnnl.ops import FUSES
 
 
@@ -35,8 +35,8 @@ class Fuser:
         self.outputs = outputs
 
     def run(self, kernels: list[Kernel]) -> list[Kernel]:
-        kernels = self._same_binaries(self._no_op_views(kernels))
-        kernels = self._live(tables(self.low, kernels, self.outputs))
+        kernels = quantize_first(self.low, self._no_op_views(kernels), self.outputs)
+        kernels = self._live(tables(self.low, self._same_binaries(kernels), self.outputs))
         kernels = self._quantized_eltwise(kernels)
         by_out = {k.output: k for k in kernels}  # stays right: a shuffle reads what its view read
         reads = Counter(n for k in kernels for n in self._reads(k))

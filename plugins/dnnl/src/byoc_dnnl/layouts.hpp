@@ -77,7 +77,7 @@ inline void check_dense(const dnnl::memory::desc &md, const char *what) {
 // sub-memory (out, 1) at (offset / s, offset % s) of that view of `src` (dense, no inner
 // blocks), and `dst` (dense, dims out) is split the same way. The view spans offset / s + out
 // steps, which oneDNN accepts only within the axis (annotate.slice_window refuses a window whose
-// last step overhangs it).
+// last step overhangs it). Both keep the source's element type.
 inline ViewPair stepped_window(const dnnl::memory::desc &src, const dnnl::memory::desc &dst,
                                const dnnl::memory::dims &offsets, const dnnl::memory::dims &steps) {
     check_dense(src, "slice"), check_dense(dst, "slice");
@@ -95,9 +95,8 @@ inline ViewPair stepped_window(const dnnl::memory::desc &src, const dnnl::memory
         wd.insert(wd.end(), {out[i], 1}), wo.insert(wo.end(), {offsets[i] / s, offsets[i] % s});
         od.insert(od.end(), {out[i], 1}), os.insert(os.end(), {ds[i], ds[i]});
     }
-    const auto f32 = dnnl::memory::data_type::f32;
-    return {dnnl::memory::desc(pd, f32, ps).submemory_desc(wd, wo),
-            dnnl::memory::desc(od, f32, os)};
+    const auto t = src.get_data_type();
+    return {dnnl::memory::desc(pd, t, ps).submemory_desc(wd, wo), dnnl::memory::desc(od, t, os)};
 }
 
 // A channel shuffle in `groups` groups (ONNX's Reshape to (N, g, C/g, ...), Transpose of dims 1

@@ -92,12 +92,12 @@ class Lowering:
         t = self.graph.type_of(name)
         return "float32" if t is None or t.dtype is None else t.dtype.name
 
-    def _fresh_name(self, base: str) -> str:
+    def fresh_name(self, base: str) -> str:
         self._fresh += 1
         return f"{base}:{self._fresh}"
 
     def new_const(self, base: str, value: np.ndarray) -> str:
-        name = self._fresh_name(base)
+        name = self.fresh_name(base)
         self.consts[name] = np.ascontiguousarray(value, dtype=np.float32)
         return name
 
@@ -355,7 +355,7 @@ class Lowering:
         y = node.outputs[0]
         weights = w.transpose(1, 2, 3, 0).reshape(oc * kh * kw, ic, 1, 1)  # (oc, i, j) rows
         bias = self.const(node.inputs[2] if len(node.inputs) > 2 else None)
-        rows = self._fresh_name(f"{y}:rows")
+        rows = self.fresh_name(f"{y}:rows")
         self.shapes[rows] = (n, oc * kh * kw, h, wd)
         self.emit(
             "conv",
@@ -371,7 +371,7 @@ class Lowering:
             pads_begin=[0, 0],
             pads_end=[0, 0],
         )
-        split, moved = self._fresh_name(f"{y}:split"), self._fresh_name(f"{y}:moved")
+        split, moved = self.fresh_name(f"{y}:split"), self.fresh_name(f"{y}:moved")
         self.shapes[split] = (n, oc, kh, kw, h, wd)
         self.shapes[moved] = (n, oc, h, kh, wd, kw)
         self.emit("view", [rows], split, node)
@@ -539,7 +539,7 @@ class Lowering:
         else:
             bias = wb + rb
         states = [ins[5] or None, (ins[6] or None) if cell == "lstm" else None]
-        y = node.outputs[0] if node.outputs and node.outputs[0] else self._fresh_name(ins[0])
+        y = node.outputs[0] if node.outputs and node.outputs[0] else self.fresh_name(ins[0])
         t, n = self.shape(ins[0])[:2]
         self.shapes[y] = (t, dirs, n, hidden)
         direction = str(node.attrs.get("direction", "forward"))
@@ -562,7 +562,7 @@ class Lowering:
         reverse = [direction == "reverse"] if dirs == 1 else [False, True]
         parts = []
         for d, back in enumerate(reverse):
-            part = self._fresh_name(y_h)
+            part = self.fresh_name(y_h)
             self.shapes[part] = (1, 1, n, hidden)
             self.emit(
                 "slice", [y], part, node, offsets=[0 if back else t - 1, d, 0, 0], steps=[1] * 4
@@ -570,7 +570,7 @@ class Lowering:
             parts.append(part)
         joined = parts[0]
         if dirs > 1:
-            joined = self._fresh_name(y_h)
+            joined = self.fresh_name(y_h)
             self.shapes[joined] = (1, dirs, n, hidden)
             self.emit("concat", parts, joined, node, axis=1)
         self.emit("view", [joined], y_h, node)

@@ -10,6 +10,10 @@ whose other operands are single constants), evaluates them on all 256 integers i
 oneDNN computes them, and replaces each such kernel read from outside the chain by a ``lut``
 kernel: the integers in, the table's entry out (u8 or s8 where it is a QuantizeLinear, else
 float32). The kernels only the tables read are then dead.
+
+Before that, ``quantize_first`` moves a QuantizeLinear in front of the slice or concat it reads
+(quantizing commutes with moving values): the slice or concat then moves u8 integers, and the
+quantizations join the tables (a concat's inputs: requantizations from their scales to its).
 """
 
 from __future__ import annotations
@@ -77,14 +81,16 @@ def tables(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kern
         q = _origin(low, k, origin)
         if q is not None:
             origin[k.output] = q
-    readers: dict[str, list[Kernel]] = {}
-    for k in kernels:
-        for n in dict.fromkeys(_reads(k)):
-            readers.setdefault(n, []).append(k)
+    readers = _readers(kernels)
     values: dict[str, Values] = {}
     members: set[str] = set()
+    renamed: dict[str, str] = {}  # an identity table's output -> its integers
     out = []
     for k in kernels:
+        k.inputs = [renamed.get(n, n) if n else n for n in k.inputs]
+        for p in k.post_ops:
+            if "input" in p:
+                p["input"] = renamed.get(p["input"], p["input"])
         q = origin.get(k.output)
         if q is None:
             out.append(k)
@@ -100,11 +106,64 @@ def tables(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kern
         if not terminal or q in k.inputs or (dst != "float32" and not np.all(np.isfinite(table))):
             out.append(k)
             continue
+        if dst == low.static[q][2] and np.array_equal(table, chain[q]):
+            renamed[k.output] = q  # the same integers (a QuantizeLinear undoing its dequantization)
+            continue
         cone = [m for m in _cone(k, q, kernels) if m not in members]
         members.update(cone)
         name = low.new_const(f"{k.output}:table", table)
         out.append(Kernel("lut", [q, name], k.output, {"dst": dst}, [], cone, "dnnl.lut"))
     return out
+
+
+def quantize_first(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kernel]:
+    """``kernels`` with each QuantizeLinear that is the one reader of a slice or a concat of
+    computed values moved in front of it: the slice reads a QuantizeLinear of its source, the
+    concat one of each of its inputs (new u8 or s8 tensors, of the QuantizeLinear's scale and
+    zero point), and writes the QuantizeLinear's integers. YOLOv8's C2f blocks quantize each
+    half of a Split, and a Concat of three tensors of other scales, so."""
+    readers = _readers(kernels)
+    by_out = {k.output: k for k in kernels}
+    moved: dict[int, Kernel] = {}  # id(slice or concat) -> the QuantizeLinear moved before it
+    for k in kernels:
+        move = by_out.get(k.inputs[0] or "") if k.kind == "binary" and "dst" in k.attrs else None
+        if (
+            move is None
+            or move.kind not in ("slice", "concat")
+            or [id(r) for r in readers.get(move.output, [])] != [id(k)]
+            or move.output in outputs
+            or any(not n or low.const(n) is not None for n in move.inputs)
+            or id(move) in moved
+        ):
+            continue
+        moved[id(move)] = k
+    out = []
+    for k in kernels:
+        q = moved.get(id(k))
+        if q is not None:
+            inputs = []
+            for n in k.inputs:
+                assert n is not None
+                name = low.fresh_name(f"{n}:quantized")
+                low.shapes[name] = low.shape(n)
+                low.static[name] = low.static[q.output]
+                posts = [dict(p) for p in q.post_ops]
+                out.append(Kernel(q.kind, [n, *q.inputs[1:]], name, dict(q.attrs), posts))
+                out[-1].members, out[-1].name = list(q.members), q.name
+                inputs.append(name)
+            k.inputs, k.output = inputs, q.output
+            k.members += q.members
+        if not any(q is k for q in moved.values()):
+            out.append(k)
+    return out
+
+
+def _readers(kernels: list[Kernel]) -> dict[str, list[Kernel]]:
+    readers: dict[str, list[Kernel]] = {}
+    for k in kernels:
+        for n in dict.fromkeys(_reads(k)):
+            readers.setdefault(n, []).append(k)
+    return readers
 
 
 def _reads(k: Kernel) -> list[str]:

@@ -1417,17 +1417,20 @@ void lower_concat(Net &n, const Op &op) {
     const dims_t od = n.values[op.out].dims;
     if (axis < 0 || axis >= (int64_t)od.size()) fail("concat: bad axis");
     for (int v : op.ins) check_value(n, v, "concat operand");
+    const dt t = n.values[op.ins[0]].md.get_data_type();  // float32, or u8 or s8 (all alike)
+    for (int v : op.ins)
+        if (n.values[v].md.get_data_type() != t) fail("concat: operands of different types");
     for (int attempt = 0; attempt < 2; ++attempt) {
         std::vector<int> ins;
         std::vector<memory::desc> mds;
         for (int v : op.ins) {
-            int s = attempt == 0 ? v : ensure_plain(n, v);
+            int s = attempt == 0 ? v : ensure_md(n, v, retyped(n, plain(n.values[v].dims), t));
             ins.push_back(s);
             mds.push_back(n.values[s].md);
         }
         concat::primitive_desc pd;
         try {
-            memory::desc dst = attempt == 0 ? any(od) : plain(od);
+            memory::desc dst = attempt == 0 ? memory::desc(od, t, tag::any) : retyped(n, plain(od), t);
             pd = concat::primitive_desc(n.eng, dst, (int)axis, mds, plain_attr());
         } catch (const dnnl::error &) {
             if (attempt == 0) continue;
@@ -1532,7 +1535,7 @@ void copy_view(Net &n, int a, const memory::desc &view, int out, const memory::d
 memory::desc dense_like(const memory::desc &md, const dims_t &d) {
     if (md.get_format_kind() != memory::format_kind::blocked || md.get_inner_nblks() != 0 ||
         md.get_ndims() != (int)d.size())
-        return plain(d);
+        return memory::desc(d, md.get_data_type(), plain(d).get_strides());
     const dims_t st = md.get_strides();
     std::vector<size_t> order(d.size());  // outermost first
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -1543,7 +1546,7 @@ memory::desc dense_like(const memory::desc &md, const dims_t &d) {
         strides[order[k]] = s;
         s *= d[order[k]];
     }
-    return memory::desc(d, dt::f32, strides);
+    return memory::desc(d, md.get_data_type(), strides);
 }
 
 // out[j...] = in[perm...]: a strided view of the input in the output's order, reordered into a
@@ -1579,8 +1582,9 @@ void lower_slice(Net &n, const Op &op) {
     if (op.ip.size() != 2 * r) fail("slice: offsets, steps and ranks differ");
     const dims_t offsets(op.ip.begin(), op.ip.begin() + r), steps(op.ip.begin() + r, op.ip.end());
     check_window(in, out, offsets, steps);
+    const dt t = n.values[a].md.get_data_type();  // float32, or a QuantizeLinear's u8 or s8
     if (std::any_of(steps.begin(), steps.end(), [](int64_t s) { return s != 1; })) {
-        if (n.values[a].md.get_inner_nblks() != 0) a = ensure_md(n, a, channels_last(in));
+        if (n.values[a].md.get_inner_nblks() != 0) a = ensure_md(n, a, retyped(n, channels_last(in), t));
         const memory::desc md = dense_like(n.values[a].md, out);
         const ViewPair w = stepped_window(n.values[a].md, md, offsets, steps);
         copy_view(n, a, w.src, op.out, md, &w.dst);
@@ -1590,7 +1594,7 @@ void lower_slice(Net &n, const Op &op) {
     try {
         view = n.values[a].md.submemory_desc(out, offsets);
     } catch (const dnnl::error &) {  // a window that cuts a blocked dim inside a block
-        a = ensure_plain(n, a);
+        a = ensure_md(n, a, retyped(n, plain(in), t));
         view = n.values[a].md.submemory_desc(out, offsets);
     }
     copy_view(n, a, view, op.out, dense_like(n.values[a].md, out));
@@ -2356,11 +2360,12 @@ int bd_op(void *net, int kind, int nin, const int *ins, int out, int ni, const i
         for (int v : op.ins)
             if (v != -1 && (v < 0 || v >= (int)n->values.size() || !n->values[v].has_md))
                 fail("op reads a tensor that is not written before");
-        // Only a binary kernel, and an int8 layer or a lookup table as its source, read u8 or
-        // s8 tensors.
+        // Only a binary kernel, a slice, a concat, and an int8 layer or a lookup table as its
+        // source, read u8 or s8 tensors.
+        const bool moves = kind == OP_BINARY || kind == OP_SLICE || kind == OP_CONCAT;
         for (size_t i = 0; i < op.ins.size(); ++i)
-            if (op.ins[i] >= 0 && n->values[op.ins[i]].md.get_data_type() != dt::f32 &&
-                kind != OP_BINARY && !((kind == OP_QCONV || kind == OP_QMATMUL || kind == OP_LUT) && i == 0))
+            if (op.ins[i] >= 0 && n->values[op.ins[i]].md.get_data_type() != dt::f32 && !moves &&
+                !((kind == OP_QCONV || kind == OP_QMATMUL || kind == OP_LUT) && i == 0))
                 fail("op reads an int8 tensor it cannot take");
         size_t before = n->steps.size();
         use_threads(*n);
