@@ -2480,6 +2480,17 @@ def test_real_model_p1_matches(real_model) -> None:  # type: ignore[no-untyped-d
     assert len(report.plan.fallback_nodes) < len(report.plan.decisions) // 10
 
 
+def run_as_written(model: onnx.ModelProto, inputs: dict) -> list[np.ndarray]:
+    """onnxruntime's run of ``model`` with its graph optimizations off: a QDQ graph's float
+    work as written, without its fusions into int8 kernels."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
+    return session.run(None, inputs)
+
+
 def statically_quantized(tmp_path, per_channel: bool) -> onnx.ModelProto:  # type: ignore[no-untyped-def]
     """A small conv net (3x3 conv, Relu, depthwise conv, residual Add, Swish, global pooling,
     a dense layer) through ``onnxruntime.quantization.quantize_static``: QDQ format, u8
@@ -2550,12 +2561,7 @@ def test_statically_quantized_convolutions_run_in_int8_between_u8_tensors(
     if not int8_vnni():  # refused: see saturating_kernels
         assert_refused_without_vnni(model, {"x": x})
         return
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
-    (as_written,) = session.run(None, {"x": x})
+    (as_written,) = run_as_written(model, {"x": x})
     last = next(n for n in model.graph.node if n.output[0] == "y")  # y's DequantizeLinear
     assert last.op_type == "DequantizeLinear"
     scale = next(
@@ -2733,12 +2739,7 @@ def test_quantized_elementwise_chains_run_as_lookup_tables(
     x = rand(1, 8, 10, 12)
     if not int8_vnni():
         pytest.skip("int8 layers are refused without VNNI (see saturating_kernels)")
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
-    (as_written, pooled) = session.run(None, {"x": x})
+    (as_written, pooled) = run_as_written(model, {"x": x})
     config = {**DNNL, "compile": {"placement": "static"}}
     compiled = byoc.compile(model, config)
     assert [s.unit.backend for s in compiled.steps] == ["dnnl"]
@@ -2845,12 +2846,7 @@ def test_quantized_splits_and_concats_move_integers(dtype: str) -> None:
     x = rand(1, 8, 10, 12)
     if not int8_vnni():
         pytest.skip("int8 layers are refused without VNNI (see saturating_kernels)")
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(model.SerializeToString(), options, ["CPUExecutionProvider"])
-    (as_written,) = session.run(None, {"x": x})
+    (as_written,) = run_as_written(model, {"x": x})
     compiled = byoc.compile(model, {**DNNL, "compile": {"placement": "static"}})
     assert [s.unit.backend for s in compiled.steps] == ["dnnl"]
     y = compiled.run({"x": x})["y"]

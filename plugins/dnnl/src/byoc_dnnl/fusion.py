@@ -122,10 +122,7 @@ class Fuser:
         renamed: dict[str, str] = {}
         kept = []
         for k in kernels:
-            k.inputs = [renamed.get(n, n) if n else n for n in k.inputs]
-            for p in k.post_ops:
-                if "input" in p:
-                    p["input"] = renamed.get(p["input"], p["input"])
+            k.rename(renamed)
             if k.kind == "binary" and k.output not in self.outputs:
                 key = repr(([self._key(n) for n in k.inputs], k.attrs, k.post_ops))
                 if key in first:
@@ -205,10 +202,7 @@ class Fuser:
         kernel and the followers it fuses (Paddle exports an Identity after every op)."""
         shape, renamed, by_out, kept = self.low.shape, {}, {}, []
         for k in kernels:
-            k.inputs = [renamed.get(n, n) if n else n for n in k.inputs]
-            for p in k.post_ops:
-                if "input" in p:
-                    p["input"] = renamed.get(p["input"], p["input"])
+            k.rename(renamed)
             x = k.inputs[0] if k.kind == "view" else None
             if x and k.output not in self.outputs and shape(x) == shape(k.output):
                 renamed[k.output] = x

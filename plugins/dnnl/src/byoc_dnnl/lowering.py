@@ -39,6 +39,13 @@ class Kernel:
     members: list[str] = field(default_factory=list)
     name: str = ""
 
+    def rename(self, renamed: dict[str, str]) -> None:
+        """Read ``renamed[v]`` instead of each value ``v`` renamed (inputs and post-op operands)."""
+        self.inputs = [renamed.get(n, n) if n else n for n in self.inputs]
+        for p in self.post_ops:
+            if "input" in p:
+                p["input"] = renamed.get(p["input"], p["input"])
+
 
 def reciprocal(v: np.ndarray) -> np.ndarray | None:
     """``1 / v`` in float32, or None when a divisor is 0 or its inverse overflows float32 (a

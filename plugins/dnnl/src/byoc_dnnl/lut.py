@@ -87,10 +87,7 @@ def tables(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kern
     renamed: dict[str, str] = {}  # an identity table's output -> its integers
     out = []
     for k in kernels:
-        k.inputs = [renamed.get(n, n) if n else n for n in k.inputs]
-        for p in k.post_ops:
-            if "input" in p:
-                p["input"] = renamed.get(p["input"], p["input"])
+        k.rename(renamed)
         q = origin.get(k.output)
         if q is None:
             out.append(k)
