@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering, reciprocal
+from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering, readers, reciprocal
 from byoc_dnnl.lut import quantize_first, tables
 from byoc_dnnl.ops import FUSES
 
@@ -39,14 +39,14 @@ class Fuser:
         kernels = self._live(tables(self.low, self._same_binaries(kernels), self.outputs))
         kernels = self._quantized_eltwise(kernels)
         by_out = {k.output: k for k in kernels}  # stays right: a shuffle reads what its view read
-        reads = Counter(n for k in kernels for n in self._reads(k))
+        reads = Counter(n for k in kernels for n in k.reads())
         alive = self._zero_pads(self._shuffles(kernels, by_out, reads), by_out, reads)
         i = 0
         while i < len(alive):
             k = alive[i]
             if k.kind in FUSES and len(k.post_ops) < MAX_POST_OPS:
-                readers = [j for j, c in enumerate(alive) if k.output in self._reads(c)]
-                j = readers[0] if len(readers) == 1 else -1
+                followers = [j for j, c in enumerate(alive) if k.output in c.reads()]
+                j = followers[0] if len(followers) == 1 else -1
                 if k.output not in self.outputs and j > i and self._fuse(k, alive[j]):
                     k.attrs = {a: v for a, v in k.attrs.items() if a != "dst"}
                     if "dst" in alive[j].attrs:  # writes the follower's u8 or s8
@@ -71,13 +71,10 @@ class Fuser:
         def product(k: Kernel) -> bool:
             return k.kind == "matmul" and all(low.const(n) is None for n in k.inputs[:2])
 
-        readers: dict[str, list[Kernel]] = {}
-        for k in kernels:
-            for n in dict.fromkeys(self._reads(k)):
-                readers.setdefault(n, []).append(k)
+        reading = readers(kernels)
         gone: set[int] = set()
         for t in kernels:
-            users = readers.get(t.output, [])
+            users = reading.get(t.output, [])
             if t.kind != "transpose" or t.output in self.outputs or not users:
                 continue
             if not all(
@@ -96,10 +93,10 @@ class Fuser:
                         u.attrs = {**u.attrs, f"perm_{'ab'[i]}": t.attrs["perm"]}
             users[0].members = t.members + users[0].members
             src = t.inputs[0] or ""
-            readers[src] = [r for r in readers[src] if r is not t] + users
+            reading[src] = [r for r in reading[src] if r is not t] + users
             gone.add(id(t))
         for k in kernels:
-            only = readers.get(k.output, [])
+            only = reading.get(k.output, [])
             t = only[0] if len(only) == 1 else None
             if (
                 t is None
@@ -137,12 +134,9 @@ class Fuser:
         """An eltwise kernel whose one reader is a QuantizeLinear becomes a binary kernel
         (``x + 0``, the eltwise as its first post-op), which takes the QuantizeLinear and what
         follows it as post-ops."""
-        readers: dict[str, list[Kernel]] = {}
+        reading = readers(kernels)
         for k in kernels:
-            for n in dict.fromkeys(self._reads(k)):
-                readers.setdefault(n, []).append(k)
-        for k in kernels:
-            only = readers.get(k.output, [])
+            only = reading.get(k.output, [])
             if k.kind != "eltwise" or len(only) != 1 or "dst" not in only[0].attrs:
                 continue
             x = k.inputs[0]
@@ -192,7 +186,7 @@ class Fuser:
         kept = []
         for k in reversed(kernels):
             if k.output in live:
-                live.update(self._reads(k))
+                live.update(k.reads())
                 kept.append(k)
         return kept[::-1]
 
@@ -278,10 +272,6 @@ class Fuser:
                 k.members = list(dict.fromkeys(cat.members + k.members))  # a Pad: 1 per axis
                 gone.add(id(cat))
         return [k for k in kernels if id(k) not in gone]
-
-    @staticmethod
-    def _reads(k: Kernel) -> list[str]:
-        return [n for n in k.inputs if n] + [p["input"] for p in k.post_ops if "input" in p]
 
     def _channels(self, k: Kernel) -> tuple[int, int]:
         shape = self.low.shape(k.output)

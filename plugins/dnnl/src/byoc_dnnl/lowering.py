@@ -19,6 +19,7 @@ from byoc_dnnl.annotate import (
     slice_window,
     split_offsets,
 )
+from byoc_dnnl.ops import INT_RANGES
 
 FLT_MAX = float(np.finfo(np.float32).max)
 MAX_POST_OPS = 12
@@ -39,12 +40,25 @@ class Kernel:
     members: list[str] = field(default_factory=list)
     name: str = ""
 
+    def reads(self) -> list[str]:
+        """The values it reads: its inputs and its post-ops' operands."""
+        return [n for n in self.inputs if n] + [p["input"] for p in self.post_ops if "input" in p]
+
     def rename(self, renamed: dict[str, str]) -> None:
         """Read ``renamed[v]`` instead of each value ``v`` renamed (inputs and post-op operands)."""
         self.inputs = [renamed.get(n, n) if n else n for n in self.inputs]
         for p in self.post_ops:
             if "input" in p:
                 p["input"] = renamed.get(p["input"], p["input"])
+
+
+def readers(kernels: list[Kernel]) -> dict[str, list[Kernel]]:
+    """``{value: the kernels reading it}``, each kernel once per value, in kernel order."""
+    found: dict[str, list[Kernel]] = {}
+    for k in kernels:
+        for n in dict.fromkeys(k.reads()):
+            found.setdefault(n, []).append(k)
+    return found
 
 
 def reciprocal(v: np.ndarray) -> np.ndarray | None:
@@ -953,13 +967,13 @@ class Lowering:
         assert params is not None  # the check asked for one constant scale and zero point
         self.static[y] = params
         s, zero, dtype = params
-        lo, hi = (0.0, 255.0) if dtype == "uint8" else (-128.0, 127.0)
+        lo, hi = INT_RANGES[dtype]
         k = self.emit("binary", [x, self._scalar(y, s, len(self.shape(x)))], y, node, alg="div")
         k.attrs["dst"] = dtype
         k.post_ops = [
             {"kind": "eltwise", "alg": "round", "alpha": 0.0, "beta": 0.0},
             {"kind": "eltwise", "alg": "linear", "alpha": 1.0, "beta": float(zero)},
-            {"kind": "eltwise", "alg": "clip", "alpha": lo, "beta": hi},
+            {"kind": "eltwise", "alg": "clip", "alpha": float(lo), "beta": float(hi)},
         ]
 
     def _scalar(self, base: str, value: float, rank: int) -> str:

@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from byoc_dnnl.lowering import Kernel, Lowering
+from byoc_dnnl.lowering import Kernel, Lowering, readers
+from byoc_dnnl.ops import INT_RANGES
 
 Values = dict[str, np.ndarray]
 F32 = np.float32
@@ -69,7 +70,6 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "mul": np.multiply,
     "div": np.divide,
 }
-RANGES = {"uint8": (0, 255), "int8": (-128, 127)}
 
 
 def tables(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kernel]:
@@ -81,7 +81,9 @@ def tables(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kern
         q = _origin(low, k, origin)
         if q is not None:
             origin[k.output] = q
-    readers = _readers(kernels)
+    reading = readers(kernels)
+    by_out = {k.output: k for k in kernels}
+    order = {id(k): i for i, k in enumerate(kernels)}
     values: dict[str, Values] = {}
     members: set[str] = set()
     renamed: dict[str, str] = {}  # an identity table's output -> its integers
@@ -96,7 +98,7 @@ def tables(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kern
         with np.errstate(all="ignore"):
             chain[k.output] = _evaluate(low, k, chain)
         terminal = k.output in outputs or any(
-            origin.get(r.output) != q for r in readers.get(k.output, [])
+            origin.get(r.output) != q for r in reading.get(k.output, [])
         )
         table = chain[k.output]
         dst = k.attrs.get("dst", "float32")
@@ -106,7 +108,7 @@ def tables(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> list[Kern
         if dst == low.static[q][2] and np.array_equal(table, chain[q]):
             renamed[k.output] = q  # the same integers (a QuantizeLinear undoing its dequantization)
             continue
-        cone = [m for m in _cone(k, q, kernels) if m not in members]
+        cone = [m for m in _cone(k, q, by_out, order) if m not in members]
         members.update(cone)
         name = low.new_const(f"{k.output}:table", table)
         out.append(Kernel("lut", [q, name], k.output, {"dst": dst}, [], cone, "dnnl.lut"))
@@ -119,7 +121,7 @@ def quantize_first(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> l
     concat one of each of its inputs (new u8 or s8 tensors, of the QuantizeLinear's scale and
     zero point), and writes the QuantizeLinear's integers. YOLOv8's C2f blocks quantize each
     half of a Split, and a Concat of three tensors of other scales, so."""
-    readers = _readers(kernels)
+    reading = readers(kernels)
     by_out = {k.output: k for k in kernels}
     moved: dict[int, Kernel] = {}  # id(slice or concat) -> the QuantizeLinear moved before it
     for k in kernels:
@@ -127,7 +129,7 @@ def quantize_first(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> l
         if (
             move is None
             or move.kind not in ("slice", "concat")
-            or [id(r) for r in readers.get(move.output, [])] != [id(k)]
+            or [id(r) for r in reading.get(move.output, [])] != [id(k)]
             or move.output in outputs
             or any(not n or low.const(n) is not None for n in move.inputs)
             or id(move) in moved
@@ -155,18 +157,6 @@ def quantize_first(low: Lowering, kernels: list[Kernel], outputs: set[str]) -> l
     return out
 
 
-def _readers(kernels: list[Kernel]) -> dict[str, list[Kernel]]:
-    readers: dict[str, list[Kernel]] = {}
-    for k in kernels:
-        for n in dict.fromkeys(_reads(k)):
-            readers.setdefault(n, []).append(k)
-    return readers
-
-
-def _reads(k: Kernel) -> list[str]:
-    return [n for n in k.inputs if n] + [p["input"] for p in k.post_ops if "input" in p]
-
-
 def _origin(low: Lowering, k: Kernel, origin: dict[str, str]) -> str | None:
     """The one quantized tensor kernel ``k`` computes its output from, elementwise, or None."""
     if k.kind not in ("eltwise", "binary", "erf"):
@@ -176,7 +166,7 @@ def _origin(low: Lowering, k: Kernel, origin: dict[str, str]) -> str | None:
     if any(p["kind"] == "sum" or p.get("alg") not in {**ELTWISE, **BINARY} for p in k.post_ops):
         return None
     sources = set()
-    for n in _reads(k):
+    for n in k.reads():
         c = low.const(n)
         if c is not None:
             if c.size != 1:
@@ -191,7 +181,7 @@ def _origin(low: Lowering, k: Kernel, origin: dict[str, str]) -> str | None:
 
 def _integers(dtype: str) -> np.ndarray:
     """The values of a u8 or s8 tensor in the order of a table's entries (s8: -128 first)."""
-    lo, hi = RANGES[dtype]
+    lo, hi = INT_RANGES[dtype]
     return np.arange(lo, hi + 1, dtype=F32)
 
 
@@ -216,13 +206,13 @@ def _evaluate(low: Lowering, k: Kernel, values: Values) -> np.ndarray:
             y = BINARY[p["alg"]](y, value(p["input"]))
     y = np.asarray(y, F32)
     if "dst" in k.attrs:  # oneDNN rounds to the nearest integer and saturates
-        y = np.clip(np.rint(y), *RANGES[k.attrs["dst"]]).astype(F32)
+        y = np.clip(np.rint(y), *INT_RANGES[k.attrs["dst"]]).astype(F32)
     return y
 
 
-def _cone(k: Kernel, q: str, kernels: list[Kernel]) -> list[str]:
-    """The members of ``k`` and of the kernels between it and quantized tensor ``q``."""
-    by_out = {m.output: m for m in kernels}
+def _cone(k: Kernel, q: str, by_out: dict[str, Kernel], order: dict[int, int]) -> list[str]:
+    """The members of ``k`` and of the kernels between it and quantized tensor ``q``, in kernel
+    ``order``."""
     seen: dict[str, Kernel] = {}
     todo = [k]
     while todo:
@@ -230,6 +220,5 @@ def _cone(k: Kernel, q: str, kernels: list[Kernel]) -> list[str]:
         if m.output in seen:
             continue
         seen[m.output] = m
-        todo += [by_out[n] for n in _reads(m) if n != q and n in by_out]
-    order = {id(m): i for i, m in enumerate(kernels)}
+        todo += [by_out[n] for n in m.reads() if n != q and n in by_out]
     return [x for m in sorted(seen.values(), key=lambda m: order[id(m)]) for x in m.members]

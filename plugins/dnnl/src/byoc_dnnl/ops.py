@@ -57,6 +57,7 @@ ELTWISE_ALGS = {
 # What a binary kernel, an int8 convolution or a lookup table may write (``dst``; the shim's
 # code is the position): float32, or a QuantizeLinear's u8 or s8.
 DST_TYPES = ("float32", "uint8", "int8")
+INT_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}  # the integers u8 and s8 hold
 BINARY_ALGS = {"add": "binary_add", "sub": "binary_sub", "mul": "binary_mul", "div": "binary_div"}
 # Prefixes of oneDNN implementations far slower than onnxruntime's kernels: its reference kernels
 # (plain C loops: a binary op on a blocked layout, a softmax over an outer axis) and pooling's
