@@ -379,6 +379,42 @@ def dnnl_kinds(compiled: byoc.CompiledModel) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+@pytest.mark.parametrize("read_later", [False, True])
+def test_residual_sums_add_in_place_when_nothing_reads_the_input_after(
+    mode: dict, read_later: bool
+) -> None:
+    """A sum post-op accumulates into its destination, so the residual input is copied there
+    first, unless nothing reads it after the block's last convolution: then the destination is
+    the input's own storage (two residual blocks in a row, each adding into its input). When a
+    later layer reads the first block's input, its copy stays, and that layer reads the input
+    unchanged."""
+    nodes, consts = conv_stem()
+    consts |= {f"w{i}": 0.1 * rand(8, 8, 3, 3) for i in range(1, 7)}
+    nodes.append(node("Conv", ["h", "w1"], "x0", pads=[1, 1, 1, 1]))
+    for i, (x, r) in enumerate([("x0", "r1"), ("r1", "r2")]):
+        nodes += [
+            node("Conv", [x, f"w{2 + 2 * i}"], f"a{i}", pads=[1, 1, 1, 1]),
+            node("Relu", [f"a{i}"], f"t{i}"),
+            node("Conv", [f"t{i}", f"w{3 + 2 * i}"], f"c{i}", pads=[1, 1, 1, 1]),
+            node("Add", [f"c{i}", x], r),
+        ]
+    nodes.append(node("Conv", ["r2", "w6"], "o", pads=[1, 1, 1, 1]))
+    nodes.append(node("Mul", ["o", "x0"], "y") if read_later else node("Relu", ["o"], "y"))
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    assert_matches_onnxruntime(model, config)
+    if mode:
+        return  # the C source mode copies: its kernels are the op-level library's
+    step = _dnnl_step(byoc.compile(model, config))
+    kernels = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+    sums = [k for k, n in enumerate(kernels) if "sum" in [p["kind"] for p in n["post_ops"]]]
+    assert len(sums) == 2, [n["post_ops"] for n in kernels]
+    steps = [[i.split()[0] for k, i in step.runtime.implementations() if k == s] for s in sums]
+    copied = [["reorder", "convolution"], ["convolution"]]
+    assert steps == (copied if read_later else [["convolution"], ["convolution"]]), steps
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
 def test_shufflenet_v2_unit_is_one_partition_with_one_shuffle_kernel(mode: dict) -> None:
     """ShuffleNet v2's unit: Split the channels, convolve one half, Concat, then the channel
     shuffle (Reshape to (N, g, C/g, H, W), Transpose, Reshape back). Split is claimed as windows

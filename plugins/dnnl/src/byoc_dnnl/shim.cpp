@@ -86,6 +86,7 @@ struct Step {
     int threads = 0; // the OpenMP threads its primitive was made for
     int band = -1;           // BANDED: its plan in Net::bands
     bool paired = false;     // runs at once with the next step, one OpenMP thread each
+    bool sum_copy = false;   // copies a sum post-op's operand into its destination
     size_t scratch_skip = 0; // where its scratchpad starts in the shared one (a pair's second)
 };
 
@@ -402,6 +403,7 @@ void post_args(Net &n, const std::vector<Post> &posts, const memory::desc &dst_m
             s.prim = reorder(reorder::primitive_desc(n.eng, dst_md, n.eng, dst_md));
             s.has_prim = true;
             s.args = {{DNNL_ARG_FROM, r}, {DNNL_ARG_TO, out}};
+            s.sum_copy = true;
             n.steps.push_back(s);
         } else if (p.kind == PO_BINARY) {
             const dims_t d = n.values[p.tensor].dims;
@@ -1949,6 +1951,47 @@ void band_conv_pools(Net &n) {
     }
 }
 
+// A sum post-op's operand copied into a destination that the copy creates, when nothing reads
+// the operand after the copy (a residual block's input: the convolution's own source is
+// another value), is not copied: the destination becomes the operand's storage, and the
+// convolution adds into it in place.
+void drop_sum_copies(Net &n) {
+    std::vector<int> first(n.values.size(), -1), last(n.values.size(), -1);
+    for (int v : n.outputs) last[root(n, v)] = (int)n.steps.size();
+    for (size_t i = 0; i < n.steps.size(); ++i) {
+        const Step &s = n.steps[i];
+        const int lo = (int)i - (i > 0 && n.steps[i - 1].paired), hi = (int)i + s.paired;
+        auto touch = [&](int v) {
+            const int r = root(n, v);
+            if (first[r] < 0) first[r] = lo;
+            last[r] = std::max(last[r], hi);
+        };
+        for (auto &p : s.args) touch(p.second);
+        if (s.custom)
+            for (int v : {s.a, s.b, s.c, s.d})
+                if (v >= 0) touch(v);
+    }
+    std::vector<bool> drop(n.steps.size(), false);
+    for (size_t i = 0; i < n.steps.size(); ++i) {
+        const Step &s = n.steps[i];
+        if (!s.sum_copy) continue;
+        const int from = root(n, s.args[0].second), to = s.args[1].second;
+        Value &a = n.values[from], &b = n.values[to];
+        if (a.kind != INTERNAL || b.kind != INTERNAL || b.alias_of >= 0 ||
+            skipped(n, s.args[0].second) || a.md != b.md || last[from] != (int)i ||
+            first[to] != (int)i || last[to] == (int)n.steps.size())
+            continue;
+        b.alias_of = from;
+        b.skip = 0;
+        last[from] = last[to];
+        drop[i] = true;
+    }
+    std::vector<Step> kept;
+    for (size_t i = 0; i < n.steps.size(); ++i)
+        if (!drop[i]) kept.push_back(std::move(n.steps[i]));
+    n.steps = std::move(kept);
+}
+
 void plan_arena(Net &n) {
     // Outputs: a plain root value writes straight into the caller's array; anything else is
     // reordered into it at the end.
@@ -2435,6 +2478,7 @@ int bd_finalize(void *net) {
         }
         use_threads(*n);
         band_conv_pools(*n);
+        drop_sum_copies(*n);
         plan_arena(*n);
         n->finalized = true;
         n->pool.emplace_back(make_arena(*n));
