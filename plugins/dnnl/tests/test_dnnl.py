@@ -1409,6 +1409,85 @@ def test_host_steps_with_bad_shapes_or_types_are_refused_when_loaded(
         plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
+def ctc_head() -> onnx.ModelProto:
+    """A CTC recogniser's end: class scores (ReLU, so some steps tie at 0), their ArgMax per
+    step transposed to (batch, steps), and an ArgMin of the last index (ties: the last one)."""
+    nodes, consts = conv_stem()
+    consts["w1"] = rand(8, 8, 3, 3)
+    nodes += [
+        node("Conv", ["h", "w1"], "c", pads=[1, 1, 1, 1]),
+        node("Relu", ["c"], "scores"),
+        node("ArgMax", ["scores"], "best", axis=1),
+        node("Transpose", ["best"], "path", perm=[0, 1, 3, 2]),
+        node("ArgMin", ["scores"], "least", axis=-1, keepdims=0, select_last_index=1),
+    ]
+    return make_model(nodes, {"x": [1, 3, 10, 12]}, ["path", "least", "scores"], consts)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_argmax_of_a_kernel_result_runs_after_the_kernels(mode: dict, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """ArgMax and ArgMin of the partition's own results, and a Transpose of their int64
+    indices, are host steps after the native call: the whole model is one partition, the
+    indices equal onnxruntime's (first or last of tied values), and it saves and loads back."""
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    x = rand(1, 3, 10, 12)
+    report = assert_matches_onnxruntime(ctc_head(), config, {"x": x})
+    assert {d.backend for d in report.plan.decisions.values()} == {"dnnl"}
+    compiled = byoc.compile(ctc_head(), config)
+    hosted = [n["kind"] for n in _dnnl_step(compiled).artifact.graph["nodes"] if n["op"] == "host"]
+    assert hosted == ["argmax", "permute", "argmin"]
+    ours = compiled.run({"x": x})
+    assert ours["path"].dtype == np.int64 and ours["path"].shape == (1, 1, 12, 10)
+    assert ours["least"].shape == (1, 8, 10)
+    ties = (ours["scores"] == 0).sum()
+    assert ties > 0  # the ReLU's zeros tie: onnxruntime's choice among them is matched above
+    again = byoc.load(compiled.save(tmp_path / "ctc.byoc")).run({"x": x})
+    for name, value in ours.items():
+        np.testing.assert_array_equal(again[name], value)
+
+
+def test_argmax_without_a_kernel_before_it_stays_with_onnxruntime(keep_tiny: None) -> None:
+    """An ArgMax of the model's input, or one whose indices a kernel of its partition reads
+    (as float32, through a Cast), is left to onnxruntime with a reason; outputs still match."""
+    nodes, consts = conv_stem()
+    nodes += [
+        node("ArgMax", ["x"], "ax", axis=1),
+        node("ArgMax", ["h"], "ah", axis=1),
+        node("Cast", ["ah"], "f", to=onnx.TensorProto.FLOAT),
+        node("Mul", ["h", "f"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["ax", "y"], consts)
+    report = assert_matches_onnxruntime(model, {**DNNL, "compile": {"placement": "static"}})
+    decisions = report.plan.decisions
+    reasons = {n: "; ".join(r for _, r in decisions[n].refusals) for n in ("ax", "ah")}
+    assert "no kernel of its partition computes its input" in reasons["ax"]
+    assert "a kernel of its partition reads what it computes" in reasons["ah"]
+    assert decisions["ax"].backend == decisions["ah"].backend == "onnxruntime"
+    assert decisions["h"].backend == "dnnl"
+
+
+@pytest.mark.parametrize(
+    ("kind", "change", "message"),
+    [
+        ("argmax", {"axis": 4}, "argmax needs an axis of its input"),
+        ("argmin", {"last": 2}, "argmin needs an axis of its input, keepdims and last"),
+        ("argmax", {"keepdims": 0}, "an argmax makes int64"),
+        ("permute", {"perm": [0, 1, 3, 3]}, "is not a permutation"),
+    ],
+)
+def test_damaged_host_steps_after_the_kernels_are_refused_when_loaded(
+    kind: str, change: dict, message: str
+) -> None:
+    step = _dnnl_step(byoc.compile(ctc_head(), {**DNNL, "compile": {"placement": "static"}}))
+    data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
+    bad = step.artifact.graph
+    target = next(n for n in bad["nodes"] if n.get("kind") == kind)
+    target["attrs"].update(change)
+    with pytest.raises(byoc.ArtifactError, match=message):
+        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
 def quantized_mlp(  # type: ignore[no-untyped-def]
     tmp_path, per_channel: bool = False, weights: str = "QInt8", reduce_range: bool = False
 ) -> onnx.ModelProto:

@@ -659,6 +659,22 @@ def _host(node: NodeView) -> str | None:
         table = constant(node, 0)
         if table is None or table.dtype.name not in ("float32", "uint8", "int8"):
             return "Gather reads rows of a constant float32, u8 or i8 table only"
+    if node.op_type == "Transpose":
+        return _transpose(node)
+    return None
+
+
+def _arg(node: NodeView) -> str | None:
+    """ArgMax or ArgMin of a float32 result (a CTC recogniser's best class per step): a host
+    step after the kernels (byoc_dnnl.host), so it needs a kernel of its partition to read."""
+    t, out = node.input_type(0), node.output_type(0)
+    if t is None or t.dtype != np.float32 or not t.is_static or not t.shape or 0 in t.shape:
+        return f"input '{node.inputs[0]}' must be float32 of a static, non-empty shape"
+    if out is None or not out.is_static or not out.shape:
+        return "its output must have a static shape of rank >= 1 (keepdims=0 of a 1-D input)"
+    axis = int(node.attrs.get("axis", 0))
+    if not -len(t.shape) <= axis < len(t.shape):
+        return f"axis {axis} is not an axis of its rank-{len(t.shape)} input"
     return None
 
 
@@ -764,6 +780,8 @@ def supported_ops(config: Mapping[str, Any]) -> dict[str, Check]:
     ops = {op_type: _with_types(check) for op_type, check in _CHECKS.items()}
     ops.update({t: _or_host(ops[t]) for t in _HOST_VIEWS})
     ops.update({t: _host for t in ("Cast", "Gather", "Expand")})
+    ops["Transpose"] = _or_host(ops["Transpose"])
+    ops.update({t: _arg for t in ("ArgMax", "ArgMin")})
     ops["DequantizeLinear"] = _dequantize
     if config.get("codegen", "json") == "json":
         ops["DynamicQuantizeLinear"] = _dynamic_quantize

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
-from byoc import Partition
+from byoc import NodesRefused, Partition
 
 from byoc_dnnl import host
 from byoc_dnnl.fusion import Fuser
@@ -120,6 +120,20 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
         if name not in ids:  # e.g. a constant folded to an output; rare
             ref(name)
         heads.append(ids[name])
+    after = host.after_kernels(nodes)
+    reads = {v for n in nodes if n["op"] == "kernel" for v in n["inputs"]}
+    reads |= {
+        p["input"] for n in nodes if n["op"] == "kernel" for p in n["post_ops"] if "input" in p
+    }
+    if reads & after:  # a kernel reads an ArgMax's result (through a Cast to float32, say)
+        raise NodesRefused(
+            {
+                m: "a kernel of its partition reads what it computes"
+                for i in after
+                if nodes[i]["kind"] in host.ARG_KINDS
+                for m in nodes[i]["members"]
+            }
+        )
     has_host = any(n["op"] == "host" or n.get("dtype") != "float32" for n in nodes)
     graph = {
         "format": FORMAT_HOST if has_host else FORMAT,

@@ -848,7 +848,7 @@ class Lowering:
         if c is not None:  # a transposed constant is a constant
             self.consts[y] = np.ascontiguousarray(c.transpose(perm))
             return
-        self.emit("transpose", [x], y, node, perm=perm)
+        self.emit("transpose" if self.dtype(x) == "float32" else "permute", [x], y, node, perm=perm)
 
     def _Slice(self, node: NodeView) -> None:
         found = slice_window(node)
@@ -979,6 +979,21 @@ class Lowering:
     def _scalar(self, base: str, value: float, rank: int) -> str:
         """A float32 constant of one value, of shape (1, ..., 1)."""
         return self.new_const(base, np.full((1,) * rank, value, np.float32))
+
+    def _ArgMax(self, node: NodeView) -> None:
+        """A host step after the kernels (byoc_dnnl.host); of a value the partition computes."""
+        x, y = node.inputs[0], node.outputs[0]
+        if x in self.partition.inputs or self.const(x) is not None:
+            raise NodesRefused({node.name: "no kernel of its partition computes its input"})
+        rank = len(self.shape(x))
+        attrs = {
+            "axis": int(node.attrs.get("axis", 0)) % rank,
+            "keepdims": int(node.attrs.get("keepdims", 1) != 0),
+            "last": int(node.attrs.get("select_last_index", 0) != 0),
+        }
+        self.emit(node.op_type.lower(), [x], y, node, **attrs)
+
+    _ArgMin = _ArgMax
 
     def _Gather(self, node: NodeView) -> None:
         rank = len(self.shape(node.inputs[0]))

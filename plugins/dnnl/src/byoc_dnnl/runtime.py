@@ -95,8 +95,8 @@ def validate(graph: Any, weights: Mapping[str, np.ndarray]) -> None:
         raise _bad("arg_nodes must list every input node once")
     if any(h >= len(nodes) or nodes[h].get("op") not in ("kernel", "host") for h in heads):
         raise _bad("heads must name kernel or host nodes")
-    if not any(nodes[h]["op"] == "kernel" for h in heads):
-        raise _bad("heads must name a kernel node")
+    if not any(nodes[h]["op"] == "kernel" for h in heads) and not host.after_kernels(nodes):
+        raise _bad("heads must name a kernel node, or a host node that reads one")
     if len(set(heads)) != len(heads):
         raise _bad("heads names a node twice")
 
