@@ -1951,6 +1951,21 @@ void band_conv_pools(Net &n) {
     }
 }
 
+// Calls use(root, lo, hi) for the root of each value a step reads or writes, where [lo, hi] is
+// the step, or its pair: the two steps of a pair run at once, so what either touches lives
+// through both.
+template <class F>
+void each_use(const Net &n, F use) {
+    for (size_t i = 0; i < n.steps.size(); ++i) {
+        const Step &s = n.steps[i];
+        const int lo = (int)i - (i > 0 && n.steps[i - 1].paired), hi = (int)i + s.paired;
+        for (auto &p : s.args) use(root(n, p.second), lo, hi);
+        if (s.custom)
+            for (int v : {s.a, s.b, s.c, s.d})
+                if (v >= 0) use(root(n, v), lo, hi);
+    }
+}
+
 // A sum post-op's operand copied into a destination that the copy creates, when nothing reads
 // the operand after the copy (a residual block's input: the convolution's own source is
 // another value), is not copied: the destination becomes the operand's storage, and the
@@ -1958,19 +1973,10 @@ void band_conv_pools(Net &n) {
 void drop_sum_copies(Net &n) {
     std::vector<int> first(n.values.size(), -1), last(n.values.size(), -1);
     for (int v : n.outputs) last[root(n, v)] = (int)n.steps.size();
-    for (size_t i = 0; i < n.steps.size(); ++i) {
-        const Step &s = n.steps[i];
-        const int lo = (int)i - (i > 0 && n.steps[i - 1].paired), hi = (int)i + s.paired;
-        auto touch = [&](int v) {
-            const int r = root(n, v);
-            if (first[r] < 0) first[r] = lo;
-            last[r] = std::max(last[r], hi);
-        };
-        for (auto &p : s.args) touch(p.second);
-        if (s.custom)
-            for (int v : {s.a, s.b, s.c, s.d})
-                if (v >= 0) touch(v);
-    }
+    each_use(n, [&](int r, int lo, int hi) {
+        if (first[r] < 0) first[r] = lo;
+        last[r] = std::max(last[r], hi);
+    });
     std::vector<bool> drop(n.steps.size(), false);
     for (size_t i = 0; i < n.steps.size(); ++i) {
         const Step &s = n.steps[i];
@@ -2015,19 +2021,11 @@ void plan_arena(Net &n) {
         s.threads = omp_get_max_threads();
         n.steps.push_back(s);
     }
-    for (size_t i = 0; i < n.steps.size(); ++i) {
-        // The two steps of a pair run at once: what either touches lives through both.
-        const int lo = (int)i - (i > 0 && n.steps[i - 1].paired), hi = (int)i + n.steps[i].paired;
-        auto touch = [&](int v) {
-            Value &r = n.values[root(n, v)];
-            if (r.first < 0) r.first = lo;
-            r.last = std::max(r.last, hi);
-        };
-        for (auto &p : n.steps[i].args) touch(p.second);
-        if (n.steps[i].custom)
-            for (int v : {n.steps[i].a, n.steps[i].b, n.steps[i].c, n.steps[i].d})
-                if (v >= 0) touch(v);
-    }
+    each_use(n, [&](int v, int lo, int hi) {
+        Value &r = n.values[v];
+        if (r.first < 0) r.first = lo;
+        r.last = std::max(r.last, hi);
+    });
     // A softmax or eltwise whose source dies at it writes over that source, as oneDNN allows:
     // the lines it writes are the ones it has just read, in its own core's cache, rather than
     // lines another kernel last wrote from another core (P5's softmaxes: 3.5% of the model).
