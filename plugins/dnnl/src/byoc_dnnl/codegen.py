@@ -121,11 +121,9 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
             ref(name)
         heads.append(ids[name])
     after = host.after_kernels(nodes)
-    reads = {v for n in nodes if n["op"] == "kernel" for v in n["inputs"]}
-    reads |= {
-        p["input"] for n in nodes if n["op"] == "kernel" for p in n["post_ops"] if "input" in p
-    }
-    if reads & after:  # a kernel reads an ArgMax's result (through a Cast to float32, say)
+    if (
+        host.kernel_reads(nodes) & after
+    ):  # a kernel reads an ArgMax's result (through a Cast to float32, say)
         raise NodesRefused(
             {
                 m: "a kernel of its partition reads what it computes"

@@ -165,6 +165,16 @@ def after_kernels(nodes: list[Any]) -> set[int]:
     return after
 
 
+def kernel_reads(nodes: list[Any]) -> set[int]:
+    """The nodes the kernels read: their inputs and their post-ops' operands."""
+    read: set[int] = set()
+    for n in nodes:
+        if n["op"] == "kernel":
+            read.update(v for v in n["inputs"] if v >= 0)
+            read.update(p["input"] for p in n.get("post_ops", []) if "input" in p)
+    return read
+
+
 def split(
     graph: dict[str, Any], weights: Mapping[str, np.ndarray]
 ) -> tuple[dict[str, Any], Host | None]:
@@ -174,11 +184,7 @@ def split(
     if not any(n["op"] == "host" or dtype(n) != "float32" for n in nodes):
         return graph, None
     after = after_kernels(nodes)
-    read: set[int] = set()
-    for n in nodes:
-        if n["op"] == "kernel":
-            read.update(v for v in n["inputs"] if v >= 0)
-            read.update(p["input"] for p in n.get("post_ops", []) if "input" in p)
+    read = kernel_reads(nodes)
     if read & after:
         raise _bad("a kernel reads a host node that runs after the kernels")
     keep = [i for i, n in enumerate(nodes) if n["op"] == "kernel" or i in read]
@@ -235,7 +241,7 @@ class Host:
         self.consts = {i: weights[nodes[i]["name"]].reshape(nodes[i]["shape"]) for i in read}
         self.native_args = native_args
         self.native_outs = native_outs
-        self.heads = graph["heads"]
+        self.heads = [(h, h in native_outs) for h in graph["heads"]]
 
     def run(self, inputs: Sequence[np.ndarray], native: Native) -> list[np.ndarray]:
         if len(inputs) != len(self.inputs):
@@ -258,10 +264,7 @@ class Host:
         values.update(zip(self.native_outs, outs, strict=True))
         for i, node in self.after:
             values[i] = self._step(node, [values[v] for v in node["inputs"]])
-        native_outs = set(self.native_outs)
-        return [
-            values[h] if h in native_outs else np.array(values[h], order="C") for h in self.heads
-        ]
+        return [values[h] if native else np.array(values[h], order="C") for h, native in self.heads]
 
     def _step(self, node: dict[str, Any], args: list[np.ndarray]) -> np.ndarray:
         kind, shape = node["kind"], tuple(node["shape"])
