@@ -3010,3 +3010,28 @@ def test_lookup_tables_give_the_same_integers_with_every_loop(dtype: str, tmp_pa
         )
         assert done.returncode == 0, done.stderr
         np.testing.assert_array_equal(np.load(out), want)
+
+
+@pytest.mark.parametrize("codegen", ["json", "c"])
+def test_a_binary_post_op_after_a_tanh_binds_its_operand(codegen: str) -> None:
+    """tanh is three oneDNN post-ops (layouts.hpp's append_eltwise): a binary post-op after it
+    is bound at its index in oneDNN's list. FastGELU on a 1-D convolution, which fuses into a
+    binary Mul carrying a tanh and then a Mul by a computed operand, once failed to execute
+    ("could not execute a primitive")."""
+    consts = {"w": rand(16, 8, 3), "b": rand(16), "half": np.float32(0.5), "one": np.float32(1)}
+    consts |= {"c": np.float32(0.7978845608), "k": np.float32(0.044715)}
+    nodes = [
+        node("Conv", ["x", "w", "b"], "y", pads=[1, 1]),
+        node("Mul", ["y", "c"], "a"),
+        node("Mul", ["y", "k"], "ky"),
+        node("Mul", ["ky", "y"], "kyy"),
+        node("Add", ["kyy", "one"], "d"),
+        node("Mul", ["a", "d"], "e"),
+        node("Tanh", ["e"], "t"),
+        node("Add", ["t", "one"], "u"),
+        node("Mul", ["y", "half"], "hy"),
+        node("Mul", ["hy", "u"], "out"),
+    ]
+    model = make_model(nodes, {"x": [1, 8, 64]}, ["out"], consts)
+    config = {**DNNL, "backend": {"dnnl": {"codegen": codegen}}}
+    claimed(assert_matches_onnxruntime(model, config), "Tanh")

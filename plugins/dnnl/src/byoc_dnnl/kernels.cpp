@@ -30,6 +30,7 @@ namespace {
 
 using byoc_dnnl::any;
 using byoc_dnnl::append_eltwise;
+using byoc_dnnl::eltwise_width;
 using byoc_dnnl::by_name;
 using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
@@ -211,9 +212,11 @@ primitive_attr post_attr(Context &c, const Posts &posts, bool fpmath, const Dims
 
 // Binds the post-ops' operands (after the kernel's own, in post-op order).
 void post_operands(Builder &b, const Posts &posts, const memory::desc &dst_md) {
-    for (size_t i = 0; i < posts.size(); ++i) {
+    for (size_t i = 0, slot = 0; i < posts.size(); ++i) {
         const Post &p = posts[i];
         std::string kind = p.kind;
+        const int at = (int)slot;  // its index in oneDNN's list (a tanh takes three)
+        slot += kind == "eltwise" ? eltwise_width(eltwise_alg(p.alg)) : 1;
         if (kind == "sum") {
             if (p.operand.data) fail("a sum post-op's operand must be a run-time tensor");
             b.k->sum_slot = b.slot(p.operand);
@@ -222,7 +225,7 @@ void post_operands(Builder &b, const Posts &posts, const memory::desc &dst_md) {
         } else if (kind == "binary") {
             const Dims &d = p.operand.dims;
             memory::desc want = d == dst_md.get_dims() ? dst_md : plain(d);
-            b.operand(DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)i) | DNNL_ARG_SRC_1, p.operand,
+            b.operand(DNNL_ARG_ATTR_MULTIPLE_POST_OP(at) | DNNL_ARG_SRC_1, p.operand,
                       b.slot(p.operand), plain(d), want);
         }
     }

@@ -124,6 +124,12 @@ inline ViewPair shuffled(const dnnl::memory::desc &src, const dnnl::memory::desc
 // slow where gathers are (AMD EPYC Zen 3: 1.7 ms for a million floats, against 0.3 ms for its
 // logistic; a conv with a tanh post-op 3.0 ms, with this one 1.7 ms). So tanh(x) is appended
 // as 2 * logistic(2x) - 1 (three post-ops, one pass; 1.8e-7 from tanh at most).
+// How many oneDNN post-ops append_eltwise appends for `alg`: a binary post-op's operand is
+// bound at its index in oneDNN's list, which counts these.
+inline int eltwise_width(dnnl::algorithm alg) {
+    return alg == dnnl::algorithm::eltwise_tanh ? 3 : 1;
+}
+
 inline void append_eltwise(dnnl::post_ops &po, dnnl::algorithm alg, float alpha, float beta) {
     if (alg != dnnl::algorithm::eltwise_tanh) return po.append_eltwise(alg, alpha, beta);
     po.append_eltwise(dnnl::algorithm::eltwise_linear, 2.f, 0.f);

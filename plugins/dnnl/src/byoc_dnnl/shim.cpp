@@ -38,6 +38,7 @@ namespace {
 
 using byoc_dnnl::any;
 using byoc_dnnl::append_eltwise;
+using byoc_dnnl::eltwise_width;
 using byoc_dnnl::by_id;
 using byoc_dnnl::channels_last;
 using byoc_dnnl::check_window;
@@ -394,8 +395,10 @@ primitive_attr make_attr(Net &n, const std::vector<Post> &posts, bool fpmath,
 // Adds the post-op operands to a step's args (and a copy of the sum operand into dst first).
 void post_args(Net &n, const std::vector<Post> &posts, const memory::desc &dst_md, int out,
                std::vector<std::pair<int, int>> &args) {
-    for (size_t i = 0; i < posts.size(); ++i) {
+    for (size_t i = 0, slot = 0; i < posts.size(); ++i) {
         const Post &p = posts[i];
+        const int at = (int)slot;  // its index in oneDNN's list (a tanh takes three)
+        slot += p.kind == PO_ELTWISE ? eltwise_width(eltwise_alg(p.alg)) : 1;
         if (p.kind == PO_SUM && p.tensor < 0) continue;  // accumulates what dst holds
         if (p.kind == PO_SUM) {
             int r = ensure_md(n, p.tensor, dst_md);
@@ -409,7 +412,7 @@ void post_args(Net &n, const std::vector<Post> &posts, const memory::desc &dst_m
             const dims_t d = n.values[p.tensor].dims;
             int t = d == dst_md.get_dims() ? ensure_md(n, p.tensor, dst_md)
                                            : ensure_plain(n, p.tensor);
-            args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP((int)i) | DNNL_ARG_SRC_1, t});
+            args.push_back({DNNL_ARG_ATTR_MULTIPLE_POST_OP(at) | DNNL_ARG_SRC_1, t});
         }
     }
 }
