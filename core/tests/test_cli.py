@@ -75,12 +75,14 @@ def test_compare_passes_and_reports_json(tmp_path):
     assert report["outputs"][0]["name"] == "add1"
 
 
-def test_compare_exits_1_on_mismatch(tmp_path):
+def test_compare_exits_1_on_mismatch(tmp_path, monkeypatch, capsys):
+    from byoc.cli import main
+    from byoc_examplejson import ops
+
     model, cfg = diamond_files(tmp_path)
-    cfg.write_text(cfg.read_text() + "[compare]\nrtol = -1.0\natol = -1.0\n")
-    done = byoc_cli("compare", model, "-c", cfg)
-    assert done.returncode == 1
-    assert "MISMATCH" in done.stdout
+    monkeypatch.setitem(ops.KERNELS, "relu", lambda x: x + 1)  # a wrong kernel, kept (static)
+    assert main(["compare", str(model), "-c", str(cfg)]) == 1
+    assert "MISMATCH" in capsys.readouterr().out
 
 
 def test_compare_with_input_files_and_run_saves_outputs(tmp_path):
@@ -145,3 +147,33 @@ def test_compile_dump_dir_writes_each_partition_source(tmp_path):
     assert files == ["examplejson_0.examplejson", "examplejson_1.examplejson"]
     text = (tmp_path / "src" / "examplejson_0.examplejson").read_text()
     assert text.startswith("examplejson_0\n  input 0 10 10 dtype: float32\n  abs 1 inputs: 0")
+
+
+def test_user_mistakes_are_one_line_errors_with_exit_2(tmp_path):
+    model, cfg = diamond_files(tmp_path)
+    a_file = tmp_path / "taken"
+    a_file.write_text("")
+    empty = tmp_path / "empty.npy"
+    empty.write_bytes(b"")
+    for args, words in (
+        (("run", model, "-c", cfg, "-o", a_file), "is a file; give a directory"),
+        (("run", model, "-c", cfg, "--input", f"data={empty}"), "cannot read input 'data'"),
+    ):
+        done = byoc_cli(*args)
+        assert done.returncode == 2, done.stderr
+        assert words in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
+    _, cfg = diamond_files(tmp_path)
+    chain = [node("Relu" if i % 2 else "Tanh", [f"v{i}"], f"v{i + 1}") for i in range(2000)]
+    model = tmp_path / "chain.onnx"  # explain writes far more than a pipe holds
+    onnx.save(make_model(chain, {"v0": [2]}, ["v2000"]), model)
+    done = subprocess.run(
+        f"{sys.executable} -m byoc.cli explain {model} -c {cfg} | head -c 1",
+        shell=True,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.stdout and done.stderr == ""

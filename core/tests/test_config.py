@@ -70,6 +70,22 @@ def test_pyproject_tool_byoc_table(tmp_path):
         ("[shapes]\nx = [2, -3]", ["'shapes.x' dims must be positive"]),
         ("backends = [", ["not valid TOML"]),
         ("[compare]\ninputs = 3", ["'compare.inputs' must be a table"]),
+        ("[compare]\nrtol = nan", ["'compare.rtol' must be a number >= 0, got nan"]),
+        ("[compare]\natol = -1e-5", ["'compare.atol' must be a number >= 0"]),
+        ("[compare]\nseed = -1", ["'compare.seed' must be 0 or more"]),
+        ("[fallback]\nintra_op_num_threads = -1", ["'fallback.intra_op_num_threads' must be 0"]),
+        (
+            "[backend.examplejson]\nmin_partition_nodes = 0",
+            ["'backend.examplejson.min_partition_nodes' must be at least 1"],
+        ),
+        (
+            "backends = ['examplejson']\n[backend.examplejson]\nops = ['Add', 'NotAnOp']",
+            ["'backend.examplejson.ops' names 'NotAnOp', which is not an ONNX op type"],
+        ),
+        (
+            "backends = ['examplejson']\n[backend.examplejson]\nexclude_ops = ['Reluu']",
+            ["'backend.examplejson.exclude_ops' names 'Reluu'"],
+        ),
     ],
 )
 def test_config_errors_name_the_key_and_the_file(tmp_path, text, words):

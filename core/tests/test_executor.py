@@ -142,3 +142,26 @@ def test_inputs_of_every_form_give_the_same_outputs_with_static_shapes():
         compiled.run({"x": np.zeros((3, 4)), "y": y})
     with pytest.raises(byoc.InputError, match="dim 0 must be 3"):
         compiled.run({"x": np.zeros((2, 4), np.float32), "y": y})
+
+
+@pytest.mark.parametrize("load", [False, True])
+def test_outputs_belong_to_the_caller(tmp_path, load):
+    """A constant output and a pass-through input come back as fresh arrays every run, the
+    same for a model compiled now and one loaded from a .byoc file."""
+    model = make_model(
+        [node("Relu", ["x"], "r"), node("Identity", ["c"], "k")],
+        {"x": [3]},
+        ["r", "k", "x"],
+        constants={"c": np.arange(3, dtype=np.float32)},
+    )
+    compiled = byoc.compile(model, {"backends": ["examplejson"]})
+    if load:
+        compiled = byoc.load(compiled.save(tmp_path / "m.byoc"))
+    x = np.ones(3, np.float32)
+    first = compiled.run({"x": x})
+    assert first["x"] is not x and not np.shares_memory(first["x"], x)
+    first["k"][:] = 99
+    first["x"][:] = 7
+    again = compiled.run({"x": x})
+    np.testing.assert_array_equal(again["k"], [0, 1, 2])
+    np.testing.assert_array_equal(x, [1, 1, 1])

@@ -157,7 +157,7 @@ def test_a_second_compile_reads_the_cache_and_times_nothing(install, fake_clock)
     fast.runtime.calls = 0
     again = byoc.compile(model(), config)
     assert backends_of(again) == ["quick", "onnxruntime"]
-    assert fast.runtime.calls == 0  # neither the partition nor the whole model was run
+    assert fast.runtime.calls == 2  # checked: run once alone and once in the model; untimed
     placed = again.plan.placement
     assert [m.cached for m in placed.measurements] == [True] and placed.whole.cached
     np.testing.assert_allclose(again.run({"x": X})["y"], expected(), rtol=1e-6)
@@ -185,10 +185,10 @@ def test_a_rebuilt_native_part_is_measured_again(install, fake_clock):
     byoc.compile(model(), config)
     fast.runtime.calls = 0
     byoc.compile(model(), config)
-    assert fast.runtime.calls == 0
+    assert fast.runtime.calls == 2  # the check runs, not timed
     fast.native = "build 2"
     again = byoc.compile(model(), config)
-    assert fast.runtime.calls > 0
+    assert fast.runtime.calls > 4
     assert [m.cached for m in again.plan.placement.measurements] == [False]
 
 
@@ -255,15 +255,19 @@ def test_a_returned_partition_saves_an_onnxruntime_session_call(install, fake_cl
     assert (m.backend_ms, m.onnxruntime_ms, m.call_ms, m.kept) == (0.9, 1.0, 0.2, False)
 
 
-def test_a_model_that_cannot_be_measured_keeps_its_partitions_and_says_why(install):
+def test_a_model_that_cannot_be_measured_runs_on_onnxruntime_and_says_why(install):
     install(Plugin("sleepy", 5, sleep=0.001))
     dynamic = make_model(
         [node("Neg", ["x"], ["n"]), node("Relu", ["n"], ["y"])], {"x": ["N", 4]}, ["y"]
     )
-    with pytest.warns(UserWarning, match="measured placement: not measured.*symbolic dim"):
+    with pytest.warns(UserWarning, match="every partition runs on onnxruntime.*symbolic dim"):
         compiled = byoc.compile(dynamic, {"backends": ["sleepy"], **MEASURED})
-    assert backends_of(compiled) == ["sleepy"]
-    assert "not measured" in compiled.plan.placement.note
+    assert backends_of(compiled) == ["onnxruntime"]
+    assert "symbolic dim" in compiled.plan.placement.note
+    assert "returned to onnxruntime: no inputs" in explain_text(compiled.plan)
+    kept = byoc.compile(dynamic, {"backends": ["sleepy"], "compile": {"placement": "static"}})
+    assert backends_of(kept) == ["sleepy"]
+    assert "partitions kept unchecked" in kept.plan.placement.note
 
 
 def test_given_inputs_of_the_wrong_shape_are_an_input_error(install, fake_clock):

@@ -11,6 +11,7 @@ import textwrap
 import byoc
 import numpy as np
 import pytest
+from byoc import plugins
 from byoc.testing.build import make_model, node
 
 
@@ -276,3 +277,15 @@ def test_adding_a_plugin_with_a_misspelled_hook_names_it():
     with pytest.raises(byoc.PluginError, match="byoc_suported_ops"):
         reg.add(Typo())
     assert list(reg.backends) == ["onnxruntime"]
+
+
+def test_a_reference_backend_claims_only_when_named_and_explain_says_why():
+    model = make_model([node("Relu", ["x"], "r"), node("Exp", ["r"], "e")], {"x": [4]}, ["e"])
+    reg = plugins.Registry(only=["examplejson"])
+    plan = byoc.partition(model, registry=reg)  # no `backends` key: the default set
+    assert plan.partitions == []
+    assert any(
+        b == "examplejson" and "a reference backend" in r for b, r in plan.decisions["r"].refusals
+    )
+    named = byoc.partition(model, {"backends": ["examplejson"]}, registry=reg)
+    assert [p.backend for p in named.partitions] == ["examplejson"]

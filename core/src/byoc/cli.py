@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 import warnings
@@ -32,7 +33,7 @@ def _inputs(pairs: Sequence[str] | None) -> dict[str, np.ndarray] | None:
             raise InputError(f"--input takes NAME=FILE.npy, got {pair!r}")
         try:
             out[name] = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
             raise InputError(f"cannot read input '{name}' from {path}: {exc}") from None
     return out
 
@@ -59,6 +60,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 if b.name != "onnxruntime"
                 else [],
                 "description": b.description,
+                "reference": b.reference,
                 "hooks": b.hooks,
             }
         )
@@ -73,6 +75,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 "ops": [],
                 "patterns": [],
                 "description": "",
+                "reference": False,
                 "hooks": [],
             }
         )
@@ -81,6 +84,8 @@ def cmd_backends(args: argparse.Namespace) -> int:
         return 0
     for r in rows:
         state = "available" if r["available"] else f"UNAVAILABLE: {r['reason']}"
+        if r["reference"]:
+            state += " (reference: used only when `backends` names it)"
         print(f"{r['name']}  ({r['distribution']} {r['version']})  {state}")
         if r["description"]:
             print(f"    {r['description']}")
@@ -158,6 +163,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def cmd_run(args: argparse.Namespace) -> int:
     inputs = _inputs(args.input)
+    if args.output and os.path.exists(args.output) and not os.path.isdir(args.output):
+        raise InputError(f"-o/--output '{args.output}' is a file; give a directory for the .npy")
     cfg = byoc.load_config(args.config)
     if is_artifact(args.model):  # a .byoc file (a zip), whatever its name
         compiled = byoc.load(args.model)
@@ -310,6 +317,8 @@ def _show_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if argv is None and hasattr(signal, "SIGPIPE"):  # as a command: `byoc explain M | head -1`
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # ends quietly, like other Unix tools
     args = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
     try:

@@ -18,16 +18,7 @@ from byoc.pipeline import ConfigLike, ModelLike
 from byoc.placement import compile
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
-
-
-@dataclass
-class OutputReport:
-    name: str
-    shape: tuple[int, ...]
-    max_abs: float
-    max_rel: float
-    passed: bool
-    note: str = ""
+from byoc.tolerance import OutputReport, compare_arrays
 
 
 @dataclass
@@ -82,29 +73,6 @@ class CompareReport:
             f"{verdict}: |byoc - onnxruntime| <= {self.atol:g} + {self.rtol:g} * |onnxruntime|"
         )
         return "\n".join(lines)
-
-
-def compare_arrays(
-    name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float
-) -> OutputReport:
-    """Compare one output the way ORT's EP tests do: |got - want| <= atol + rtol * |want|."""
-    got, want = np.asarray(got), np.asarray(want)
-    for what, a, b in (("shape", got.shape, want.shape), ("dtype", got.dtype, want.dtype)):
-        if a != b:
-            return OutputReport(
-                name, want.shape, float("inf"), float("inf"), False, f"{what} {a} != {b}"
-            )
-    if want.dtype.kind not in "fciub" or want.size == 0:
-        same = bool(np.array_equal(got, want))
-        return OutputReport(name, want.shape, 0.0 if same else float("inf"), 0.0, same)
-    g, w = got.astype(np.float64), want.astype(np.float64)
-    both_nan = np.isnan(g) & np.isnan(w)
-    diff = np.where(both_nan, 0.0, np.abs(g - w))
-    diff = np.where(np.isinf(w) & (g == w), 0.0, diff)
-    ok = bool(np.all(diff <= atol + rtol * np.abs(np.where(both_nan, 0.0, w))))
-    max_abs = float(np.max(diff))
-    max_rel = float(np.max(diff / np.maximum(np.abs(np.where(both_nan, 1.0, w)), 1e-12)))
-    return OutputReport(name, want.shape, max_abs, max_rel, ok)
 
 
 def with_reference(

@@ -124,6 +124,9 @@ class CompiledModel:
         self.outputs = list(self.output_types)
         self._constants = dict(constants or {})
         self._shapes = shapes  # variants for other input shapes (build makes them)
+        # Outputs that would be byoc's own constants or the caller's own input arrays: each
+        # run returns copies, so a caller writing into a result changes nothing else.
+        self._copied = {n for n in self.outputs if n in self._constants or n in self.inputs}
         self._direct = self._one_session()
         self._signature = _signature(self.inputs)
         _plan_drops(steps, set(self.outputs))
@@ -187,7 +190,7 @@ class CompiledModel:
             args = [env[name] for name in unit.inputs]
             start = time.perf_counter() if times is not None else 0.0
             try:
-                results = _results(unit, step.runtime.run(args))
+                results = results_of(unit, step.runtime.run(args))
             except Exception as exc:
                 if unit.backend == FALLBACK or on_error != "onnxruntime":
                     if isinstance(exc, ByocError):
@@ -207,7 +210,7 @@ class CompiledModel:
             env.update(zip(unit.outputs, results, strict=True))
             for name in step.drop:
                 env.pop(name, None)
-        return {name: env[name] for name in self.outputs}
+        return {n: np.array(env[n]) if n in self._copied else env[n] for n in self.outputs}
 
     def __repr__(self) -> str:
         kinds = ", ".join(f"{s.unit.name}" for s in self.steps)
@@ -233,7 +236,7 @@ def _static_shape(t: TensorType | None) -> tuple[int, ...] | None:
     return tuple(int(d) for d in t.shape if d is not None)
 
 
-def _results(unit: Partition, results: Any) -> list[np.ndarray]:
+def results_of(unit: Partition, results: Any) -> list[np.ndarray]:
     """A step's results, checked: one array per output of the unit."""
     if not isinstance(results, list | tuple) or len(results) != len(unit.outputs):
         got = f"{len(results)} values" if isinstance(results, list | tuple) else repr(results)[:60]
@@ -256,7 +259,7 @@ def _rerun(
     """Run a failed partition on onnxruntime ([fallback] on_backend_error = "onnxruntime")."""
     unit = step.unit
     try:
-        return _results(unit, step.fallback(config, reg).run(args))
+        return results_of(unit, step.fallback(config, reg).run(args))
     except Exception as exc:
         raise BackendError(
             f"partition {unit.name} (backend {unit.backend}) failed at run time "

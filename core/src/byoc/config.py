@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -162,6 +163,7 @@ def _parse(data: dict[str, Any], source: str) -> Config:
             f"{source}: 'compile.margin' must be at least 0 and below 1, got "
             f"{cfg.compile['margin']}"
         )
+    _check_ranges(cfg, source)
     for name, table in _table(data, "backend", source).items():
         if not isinstance(table, dict):
             raise ConfigError(f"{source}: 'backend.{name}' must be a table, got {table!r}")
@@ -172,6 +174,19 @@ def _parse(data: dict[str, Any], source: str) -> Config:
             raise ConfigError(f"{source}: 'shapes.{name}' dims must be positive, got {dims}")
         cfg.shapes[name] = dims
     return cfg
+
+
+def _check_ranges(cfg: Config, source: str) -> None:
+    """Numbers whose type is right but whose value no run can use."""
+    for key in ("rtol", "atol"):
+        value = cfg.compare[key]
+        if not math.isfinite(value) or value < 0:
+            raise ConfigError(f"{source}: 'compare.{key}' must be a number >= 0, got {value}")
+    for table, key in (("fallback", "intra_op_num_threads"), ("fallback", "inter_op_num_threads"),
+                       ("compare", "seed")):  # fmt: skip
+        value = getattr(cfg, table)[key]
+        if value < 0:
+            raise ConfigError(f"{source}: '{table}.{key}' must be 0 or more, got {value}")
 
 
 def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
@@ -198,6 +213,11 @@ def _check_table(
             )
     for key, (_, default, _) in known.items():
         out.setdefault(key, type(default)(default) if isinstance(default, list | dict) else default)
+    if isinstance(out.get("min_partition_nodes"), int) and out["min_partition_nodes"] < 1:
+        raise ConfigError(
+            f"{source}: '{where}.min_partition_nodes' must be at least 1, got "
+            f"{out['min_partition_nodes']}"
+        )
     return out
 
 

@@ -23,7 +23,9 @@ def random_inputs(
     """Random arrays for a model's inputs (a Graph, a ModelProto, a path, or a signature
     ``{name: TensorType}`` such as ``CompiledModel.inputs``).
 
-    Floats are standard normal, integers uniform in [0, 10), booleans fair coins; ``fixed``
+    Floats are standard normal, booleans fair coins. Integers are uniform in [0, 10), but
+    valid by construction where the graph says what they are (``value_ranges``): an index
+    into a Gather or an embedding stays inside the gathered axis, a mask is 0 or 1. ``fixed``
     (the config's ``[compare] inputs``) gives named inputs a value instead: a number fills the
     input, a nested list is the whole input. A symbolic dim that ``shapes`` does not fix is an
     InputError naming the input and the dim.
@@ -39,6 +41,7 @@ def random_inputs(
             f"[compare] inputs names {', '.join(map(repr, unknown))}, but the model's inputs are "
             f"{', '.join(map(repr, types))}"
         )
+    ranges = value_ranges(graph) if not isinstance(model, Mapping) else {}
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for name, tt in types.items():
@@ -72,12 +75,79 @@ def random_inputs(
         elif tt.dtype.kind == "f":
             out[name] = rng.standard_normal(dims).astype(tt.dtype)
         elif tt.dtype.kind in "iu":
-            out[name] = rng.integers(0, 10, dims).astype(tt.dtype)
+            out[name] = rng.integers(*ranges.get(name, (0, 10)), dims).astype(tt.dtype)
         elif tt.dtype.kind == "b":
             out[name] = rng.integers(0, 2, dims).astype(bool)
         else:
             raise InputError(f"input '{name}' has dtype {tt.dtype}; give it with --input")
     return out
+
+
+# Ops that pass an integer input's values on unchanged (the values, not their arrangement).
+_PASS_VALUES = {
+    "Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Slice",
+    "Transpose", "Tile", "Concat", "Split", "Gather", "GatherElements",
+}  # fmt: skip
+# (op, input index) -> (the input of the table it indexes, the axis attribute or axis)
+_INDEXES = {
+    ("Gather", 1): (0, "axis"),
+    ("GatherElements", 1): (0, "axis"),
+    ("EmbedLayerNormalization", 0): (2, 0),  # onnxruntime's fused BERT embedding
+    ("EmbedLayerNormalization", 1): (3, 0),
+}
+# Ops that read an integer input as a mask (cast to float or bool, compared, selected by).
+_MASKS = {"Where", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual",
+          "GreaterOrEqual", "Cast"}  # fmt: skip
+
+
+def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
+    """``[low, high)`` for integer inputs whose meaning the graph gives away: an input that
+    reaches a Gather's indices (through reshapes, casts, slices...) indexes the smallest
+    gathered axis it reaches; else one that reaches a cast, a comparison, Where or logic is
+    a mask (0 or 1). Inputs of other uses are not listed."""
+    out: dict[str, tuple[int, int]] = {}
+    for name in graph.inputs:
+        t = graph.type_of(name)
+        if t is None or t.dtype is None or t.dtype.kind not in "iu":
+            continue
+        bound, mask, seen, todo = None, False, {name}, [name]
+        while todo:
+            value = todo.pop()
+            for i in graph.consumers.get(value, ()):
+                node = graph.nodes[i]
+                slots = [k for k, n in enumerate(node.input) if n == value]
+                for k in slots:
+                    if (node.op_type, k) in _INDEXES:
+                        table, axis = _INDEXES[node.op_type, k]
+                        size = _axis_size(graph, node, table, axis)
+                        if size:
+                            bound = size if bound is None else min(bound, size)
+                mask = mask or node.op_type in _MASKS
+                if node.op_type in _PASS_VALUES and 0 in slots:
+                    for out_name in node.output:
+                        if out_name and out_name not in seen:
+                            seen.add(out_name)
+                            todo.append(out_name)
+        if bound is not None:
+            out[name] = (0, bound)
+        elif mask:
+            out[name] = (0, 2)
+    return out
+
+
+def _axis_size(graph: Graph, node: Any, table: int, axis: int | str) -> int | None:
+    """The static size of the indexed axis of a node's table input, if known."""
+    if len(node.input) <= table:
+        return None
+    t = graph.type_of(node.input[table])
+    if t is None or t.shape is None:
+        return None
+    if isinstance(axis, str):
+        axis = next((a.i for a in node.attribute if a.name == axis), 0)
+    if not -len(t.shape) <= axis < len(t.shape):
+        return None
+    size = t.shape[axis]
+    return size if isinstance(size, int) and size > 0 else None
 
 
 def check_inputs(

@@ -71,6 +71,8 @@ def specialize(
         raise ModelError(
             f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}"
         ) from exc
+    _check_opsets(proto)
+    _check_attributes(proto.graph)
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as exc:
@@ -84,6 +86,52 @@ def specialize(
     complete_types(proto)
     complete_shapes(proto)
     return proto
+
+
+# Attributes that ONNX shape inference divides by or indexes with, unchecked (strides = 0 is
+# a SIGFPE inside it): every value must be at least the bound.
+_ATTRIBUTE_BOUNDS = {"strides": 1, "dilations": 1, "kernel_shape": 1, "pads": 0, "group": 1}
+_WINDOWED = {
+    "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool",
+    "MaxUnpool", "DeformConv", "Col2Im", "MaxRoiPool", "Im2Col",
+}  # fmt: skip
+
+
+def _check_opsets(proto: onnx.ModelProto) -> None:
+    """The default domain's opset is one that onnx (and so onnxruntime) knows."""
+    newest = onnx.defs.onnx_opset_version()
+    for imp in proto.opset_import:
+        if imp.domain in ("", "ai.onnx") and not 1 <= imp.version <= newest:
+            raise ModelError(
+                f"the model imports opset {imp.version} of the ONNX domain; the installed onnx "
+                f"knows opsets 1 to {newest}: export the model at opset {newest} or below"
+            )
+
+
+def _check_attributes(graph: onnx.GraphProto) -> None:
+    """Attribute values that ONNX shape inference trusts: window sizes, strides, dilations,
+    pads and groups of convolutions and poolings, and Transpose's perm (in subgraphs too)."""
+    for node in graph.node:
+        attrs = {a.name: a for a in node.attribute}
+        if node.op_type in _WINDOWED:
+            for name, low in _ATTRIBUTE_BOUNDS.items():
+                if name in attrs:
+                    values = list(attrs[name].ints) or [attrs[name].i]
+                    if any(v < low for v in values):
+                        raise ModelError(
+                            f"node '{node.name}' ({node.op_type}) has {name} = {values}; each "
+                            f"must be at least {low}"
+                        )
+        if node.op_type == "Transpose" and "perm" in attrs:
+            perm = list(attrs["perm"].ints)
+            if sorted(perm) != list(range(len(perm))):
+                raise ModelError(
+                    f"node '{node.name}' (Transpose) has perm = {perm}, which is not a "
+                    f"permutation of 0..{len(perm) - 1}"
+                )
+        for a in node.attribute:
+            for sub in [a.g] if a.HasField("g") else list(a.graphs):
+                _check_attributes(sub)
 
 
 def _check_initializers(graph: onnx.GraphProto) -> None:

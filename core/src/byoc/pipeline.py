@@ -44,7 +44,9 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
     """The enabled, available backends in priority order, and why others sit out."""
     known = {b.name: b for b in reg.claimable()}
     broken = {b.name: b.reason for b in reg.broken}
-    names = cfg.backends if cfg.backends is not None else list(known)
+    names = cfg.backends
+    if names is None:  # the default set: every installed backend meant for speed
+        names = [n for n, b in known.items() if not b.reference]
     for name in [*names, *cfg.backend]:
         if name not in known and name not in broken:
             hint = (
@@ -58,7 +60,11 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
         raise ConfigError(f"{cfg.source}: 'backends' names a backend twice: {names}")
     tables = {n: cfg.backend_table(n, b.options) for n, b in known.items() if n in cfg.backend}
     active: list[Active] = []
-    skipped: dict[str, str] = {}
+    skipped: dict[str, str] = {
+        n: "not used: a reference backend (not meant for speed), used only when `backends` names it"
+        for n, b in known.items()
+        if n not in names and b.reference
+    }
     for name in names:
         if name in broken:
             skipped[name] = broken[name]
@@ -77,6 +83,25 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
         else:
             active.append(Active(backend, table))
     return active, skipped
+
+
+def _check_op_names(a: Active, claims: Mapping[str, Any], cfg: Config) -> None:
+    """``ops`` and ``exclude_ops`` name ONNX op types or ops the backend claims: a misspelt
+    name would silently claim nothing (or exclude nothing)."""
+    for key in ("ops", "exclude_ops"):
+        unknown = [op for op in a.table[key] or () if op not in claims and not _is_onnx_op(op)]
+        if unknown:
+            raise ConfigError(
+                f"{cfg.source}: 'backend.{a.name}.{key}' names {', '.join(map(repr, unknown))}, "
+                f"which is not an ONNX op type nor one {a.name} claims "
+                f"(it claims {', '.join(sorted(claims)) or 'nothing'})"
+            )
+
+
+def _is_onnx_op(op: str) -> bool:
+    return any(
+        onnx.defs.has(op, domain) for domain in ("", "ai.onnx.ml", "ai.onnx.preview.training")
+    )
 
 
 def partition(
@@ -104,6 +129,8 @@ def partition(
         )
         for a in active
     ]
+    for a, c in zip(active, candidates, strict=True):
+        _check_op_names(a, c.checks, cfg)
     allowed = {c.name: c.allowed for c in candidates}
     tables = [(a.name, reg.pattern_table(a.name, a.table)) for a in active]
     rules = {

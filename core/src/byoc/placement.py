@@ -31,7 +31,7 @@ import statistics
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -41,9 +41,9 @@ import onnx
 import platformdirs
 
 from byoc import plugins
-from byoc.compiled import CompiledModel
+from byoc.compiled import CompiledModel, results_of
 from byoc.config import Config, load_config
-from byoc.errors import BackendError, ByocError, NodesRefused
+from byoc.errors import BackendError, ByocError, ConfigError, InputError, NodesRefused
 from byoc.executor import build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
@@ -51,6 +51,7 @@ from byoc.pipeline import ConfigLike, ModelLike, as_read, partition, resolve_bac
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
+from byoc.tolerance import compare_arrays
 from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
@@ -67,8 +68,10 @@ def compile(
 ) -> CompiledModel:
     """Partition a model, generate code for every partition and make it runnable.
 
-    With measured placement (the default) partitions that do not beat onnxruntime on
-    ``inputs`` (random ones from the model's signature if not given) go back to it.
+    Every backend partition is run once on ``inputs`` (``random_inputs`` if not given: valid
+    by construction where the graph says what an input is); one that fails goes back to
+    onnxruntime. With measured placement (the default) so does one whose outputs differ from
+    onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime.
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
     or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal). ``registry``:
     the plugins to use (default: ``byoc.registry()``, the installed ones).
@@ -84,16 +87,10 @@ def compile(
     vetoes: dict[str, dict[str, str]] = {}
     while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
         try:
-            if cfg.compile["placement"] != "measured":
-                compiled = build(plan, cfg, progress=progress, variants=variants)
-                plan.placement = Placement("static")
-            else:
-                compiled = _Placer(plan, cfg, progress, vetoes, variants).place(inputs)
-            break
+            return _Placer(plan, cfg, progress, vetoes, variants).place(inputs)
         except NodesRefused as exc:
             refuse(vetoes, exc)
             plan = partition(source, cfg, vetoes=vetoes, registry=reg)
-    return compiled
 
 
 def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
@@ -105,8 +102,17 @@ def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
         vetoes.setdefault(node, {})[exc.backend] = f"refused at codegen: {reason}"
 
 
+class _Trial:
+    """What onnxruntime made of one partition on the measurement inputs: its arguments, its
+    outputs, and the onnxruntime runtime that made them (to time against)."""
+
+    def __init__(self, args: list[Any], outputs: list[Any], ort: Runner) -> None:
+        self.args, self.outputs, self.ort = args, outputs, ort
+
+
 class _Placer:
-    """One measured compile: rounds of partition, measure, veto; then the whole-model check."""
+    """One compile: rounds of partition, try (and with measured placement, time), veto; then
+    the whole-model check."""
 
     def __init__(
         self,
@@ -123,6 +129,7 @@ class _Placer:
         self.progress = progress
         self.reg: Registry = plan.registry or plugins.registry()
         self.tables = {a.name: a.table for a in resolve_backends(cfg, self.reg)[0]}
+        self.measured_mode = cfg.compile["placement"] == "measured"
         self.margin = cfg.compile["margin"]
         self.cache = MeasurementCache()
         self.built: dict[str, tuple[Any, Any]] = {}  # partition key -> (artifact, runtime)
@@ -130,49 +137,135 @@ class _Placer:
         self._keys: dict[int, tuple[Partition, str]] = {}  # id(unit) -> (unit, key)
 
     def place(self, inputs: Mapping[str, Any] | None) -> CompiledModel:
-        measured: dict[str, Measurement] = {}  # by key: each partition once, first verdict
-        if inputs is None:
-            try:
-                inputs = self._random_inputs()
-            except ByocError as exc:
-                return self._static(f"not measured ({exc}); every partition is kept")
-        feeds = check_inputs(self._signature(), inputs)
+        mode = "measured" if self.measured_mode else "static"
+        if not self.plan.partitions:
+            return self._build(Placement(mode))
+        try:
+            feeds = check_inputs(self._signature(), inputs) if inputs is not None else None
+            if feeds is None:
+                feeds = self._model_inputs()
+        except InputError as exc:
+            if inputs is not None:
+                raise
+            return self._unchecked(f"no inputs to run the partitions on ({exc})")
+        verdicts: dict[str, Measurement] = {}  # by key: each partition once, first verdict
         while self.plan.partitions:
-            keys = {p.name: self._key(p) for p in self.plan.partitions}
-            verdicts = {name: measured.get(key) or self._cached(key) for name, key in keys.items()}
-            todo = [p for p in self.plan.partitions if verdicts[p.name] is None]
-            if todo:
-                try:
-                    for p, m in zip(todo, self._measure(todo, feeds), strict=True):
-                        self.cache.put(keys[p.name], m)
-                        verdicts[p.name] = measured[keys[p.name]] = m
-                except NodesRefused as exc:  # codegen refused nodes: partition without them
-                    refuse(self.vetoes, exc)
-                    self.plan = partition(
-                        self.source, self.cfg, vetoes=self.vetoes, registry=self.reg
-                    )
-                    continue
-                except Exception as exc:  # the model fails on these inputs, a backend fails
-                    return self._static(f"not measured ({type(exc).__name__}: {exc})")
-            for name, key in keys.items():
-                measured.setdefault(key, verdicts[name])  # type: ignore[arg-type]
-            losers = [m for m in verdicts.values() if m is not None and not m.kept]
+            try:
+                trials = self._reference(feeds)
+            except Exception as exc:  # the model itself fails on these inputs
+                return self._unchecked(
+                    f"onnxruntime fails on the measurement inputs ({type(exc).__name__}: {exc})"
+                )
+            round_: list[Measurement] = []
+            for i, unit in enumerate(self.plan.partitions, start=1):
+                key = self._key(unit)
+                if key not in verdicts:
+                    if self.progress is not None and self.measured_mode:
+                        self.progress(i, len(self.plan.partitions), f"measuring {unit.name}")
+                    verdicts[key] = self._verdict(unit, key, trials[unit.name])
+                round_.append(verdicts[key])
+            losers = [m for m in round_ if not m.kept]
             if not losers:
                 break
             for m in losers:
                 for node in m.nodes:
                     self.vetoes.setdefault(node, {})[m.backend] = m.summary()
             self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+        tried = list(verdicts.values())
+        failed = [m for m in tried if m.failure is not None]
+        if failed:
+            warnings.warn(
+                f"{len(failed)} partition(s) returned to onnxruntime at compile; first: "
+                f"{failed[0].partition} ({failed[0].backend}) {failed[0].failure}",
+                stacklevel=3,
+            )
+        placement = Placement(mode, tried if self.measured_mode else failed)
+        compiled = self._build(placement)
+        if self.measured_mode and self.plan.partitions:
+            placement.whole = self._whole(compiled, feeds)
+            if not placement.whole.kept:
+                compiled = self._whole_model_verdict(compiled, placement)
+        return compiled
+
+    def _verdict(self, unit: Partition, key: str, trial: _Trial) -> Measurement:
+        """Compile a partition and run it once; a failure (or, measured, a difference from
+        onnxruntime) returns it untimed; else, measured, its timing (cached) decides."""
+        failure: str | None
+        try:
+            made = compile_unit(self.reg, unit.backend, unit, self.tables[unit.backend])
+        except (NodesRefused, ConfigError):
+            raise
+        except ByocError as exc:
+            if self.cfg.backends is not None:  # named in `backends`: it must work
+                raise
+            made, failure = None, f"failed to compile ({exc})"
+        else:
+            self.built[key] = made
+            failure = self._run_once(unit, made[1], trial)
+        if failure is not None:
+            self.built.pop(key, None)
+            return Measurement(
+                unit.name, unit.backend, list(unit.nodes), 0.0, 0.0, False, failure=failure
+            )
+        if not self.measured_mode:
+            return Measurement(unit.name, unit.backend, list(unit.nodes), 0.0, 0.0, True)
+        m = self._cached(key)
+        if m is None:
+            assert made is not None
+            m = self._time(unit, made[1], trial)
+            self.cache.put(key, m)
+        return m
+
+    def _run_once(self, unit: Partition, runtime: Any, trial: _Trial) -> str | None:
+        """Why the partition's one run on the measurement inputs is not to be trusted, if it
+        is not: it raised, returned the wrong things, or (measured placement) an output
+        differs from onnxruntime's beyond [compare] rtol/atol."""
+        try:
+            got = results_of(unit, runtime.run(list(trial.args)))
+        except Exception as exc:
+            return f"failed on the measurement inputs ({type(exc).__name__}: {exc})"
+        if not self.measured_mode:
+            return None
+        rtol, atol = self.cfg.compare["rtol"], self.cfg.compare["atol"]
+        for name, g, w in zip(unit.outputs, got, trial.outputs, strict=True):
+            report = compare_arrays(name, g, w, rtol, atol)
+            if not report.passed:
+                detail = report.note or f"max abs error {report.max_abs:.3g}"
+                return (
+                    f"output '{name}' differs from onnxruntime's on the measurement inputs "
+                    f"({detail}; [compare] rtol = {rtol:g}, atol = {atol:g})"
+                )
+        return None
+
+    def _unchecked(self, why: str) -> CompiledModel:
+        """Nothing could be run: with measured placement every partition goes back to
+        onnxruntime (the path that cannot be wrong or slow); static placement keeps them."""
+        if not self.measured_mode:  # the user's choice: a note in explain, no warning
+            return self._build(Placement("static", note=f"partitions kept unchecked: {why}"))
+        note = f"every partition runs on onnxruntime: {why}"
+        warnings.warn(
+            f"measured placement: {note}; give inputs ([compare] inputs, [shapes], inputs=) "
+            'or set [compile] placement = "static" to keep them unchecked',
+            stacklevel=4,
+        )
+        return self._on_onnxruntime(
+            f"returned to onnxruntime: {why}", Placement("measured", note=note)
+        )
+
+    def _on_onnxruntime(self, reason: str, placement: Placement) -> CompiledModel:
+        """The model as plain onnxruntime: every claimed node vetoed for every backend."""
+        for node in self.plan.decisions:
+            self.vetoes[node] = dict.fromkeys(self.tables, reason)
+        self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+        return self._build(placement)
+
+    def _build(self, placement: Placement) -> CompiledModel:
         compiled = build(
             self.plan, self.cfg, progress=self.progress, reuse=self._reuse, variants=self.variants
         )
         self.built.clear()
-        placement = Placement("measured", list(measured.values()))
+        self.plan.placement = placement
         compiled.plan.placement = placement  # type: ignore[union-attr]
-        if self.plan.partitions:
-            placement.whole = self._whole(compiled, feeds)
-            if not placement.whole.kept:
-                compiled = self._whole_model_verdict(compiled, placement)
         return compiled
 
     # -- inputs and keys ----------------------------------------------------------------------
@@ -181,9 +274,9 @@ class _Placer:
         graph = Graph(self.plan.model)
         return {n: graph.type_of(n) for n in graph.inputs}
 
-    def _random_inputs(self) -> dict[str, Any]:
+    def _model_inputs(self) -> dict[str, Any]:
         cmp = self.cfg.compare
-        return random_inputs(self._signature(), self.cfg.shapes, cmp["seed"], cmp["inputs"])
+        return random_inputs(self.plan.model, self.cfg.shapes, cmp["seed"], cmp["inputs"])
 
     def _wins(self, m: Measurement) -> bool:
         """A partition returned to onnxruntime joins a neighbouring session, which saves a
@@ -221,34 +314,29 @@ class _Placer:
 
     # -- timing -------------------------------------------------------------------------------
 
-    def _measure(self, todo: list[Partition], feeds: dict[str, Any]) -> Iterator[Measurement]:
-        """Run the plan on onnxruntime to get each partition's inputs, then time each
-        partition on its backend and on onnxruntime, yielding each verdict as it is made."""
+    def _reference(self, feeds: dict[str, Any]) -> dict[str, _Trial]:
+        """Run the plan on onnxruntime: each backend partition's real inputs and outputs."""
         quiet = _quiet(fallback_config(self.cfg, self.plan, self.reg))
-        call = session_call_ms(quiet, self.reg)
-        wanted = {p.name for p in todo}
         env = dict(feeds)
-        ort: dict[str, Runner] = {}
-        args: dict[str, list[Any]] = {}
+        trials: dict[str, _Trial] = {}
         for unit in self.plan.schedule:
             runtime = compile_unit(self.reg, FALLBACK, unit, quiet)[1]
-            unit_args = [env[n] for n in unit.inputs]
-            if unit.name in wanted:
-                ort[unit.name], args[unit.name] = runtime.run, unit_args
-            env.update(zip(unit.outputs, runtime.run(unit_args), strict=True))
-        del env
-        for i, unit in enumerate(todo, start=1):
-            if self.progress is not None:
-                self.progress(i, len(todo), f"measuring {unit.name}")
-            artifact, runtime = compile_unit(
-                self.reg, unit.backend, unit, self.tables[unit.backend]
-            )
-            self.built[self._key(unit)] = (artifact, runtime)
-            t_backend, t_ort = time_pair(runtime.run, ort.pop(unit.name), args.pop(unit.name))
-            m = Measurement(unit.name, unit.backend, list(unit.nodes), t_backend, t_ort, False)
-            m.call_ms = min(call, t_ort)
-            m.kept = self._wins(m)
-            yield m
+            args = [env[n] for n in unit.inputs]
+            outputs = runtime.run(args)
+            if unit.backend != FALLBACK:
+                trials[unit.name] = _Trial(args, list(outputs), runtime.run)
+            env.update(zip(unit.outputs, outputs, strict=True))
+        return trials
+
+    def _time(self, unit: Partition, runtime: Any, trial: _Trial) -> Measurement:
+        """The partition on its backend against onnxruntime, on its real inputs."""
+        quiet = _quiet(fallback_config(self.cfg, self.plan, self.reg))
+        call = session_call_ms(quiet, self.reg)
+        t_backend, t_ort = time_pair(runtime.run, trial.ort, trial.args)
+        m = Measurement(unit.name, unit.backend, list(unit.nodes), t_backend, t_ort, False)
+        m.call_ms = min(call, t_ort)
+        m.kept = self._wins(m)
+        return m
 
     def _reuse(self, unit: Partition) -> tuple[Any, Any] | None:
         return self.built.get(self._key(unit)) if unit.backend != FALLBACK else None
@@ -258,6 +346,12 @@ class _Placer:
         ``[fallback]`` settings (its threads spin by default, as they would for a user who
         runs onnxruntime alone). A spinning pool slows a backend's threads while they take
         turns, so the two are timed in blocks, each block's first runs discarded."""
+        nodes = [n for p in compiled.plan.partitions for n in p.nodes]  # type: ignore[union-attr]
+        try:
+            compiled.run(feeds)
+        except Exception as exc:  # each partition ran alone, but not all of them together
+            failure = f"failed on the measurement inputs ({type(exc).__name__}: {exc})"
+            return Measurement("the compiled model", "byoc", nodes, 0, 0, False, failure=failure)
         key = self._whole_key()
         cached = self._cached(key)
         if cached is not None:
@@ -268,7 +362,6 @@ class _Placer:
         args = [feeds[n] for n in plain.input_names]
         t_byoc, t_ort, worst = time_blocks(lambda _: compiled.run(feeds), plain.run, args)
         del plain  # its threads stop with it
-        nodes = [n for p in compiled.plan.partitions for n in p.nodes]  # type: ignore[union-attr]
         m = Measurement("the compiled model", "byoc", nodes, t_byoc, t_ort, False)
         m.worst_ratio = worst
         m.kept = self._wins(m)
@@ -286,26 +379,15 @@ class _Placer:
     def _whole_model_verdict(self, compiled: CompiledModel, placement: Placement) -> CompiledModel:
         whole = placement.whole
         assert whole is not None
-        slower = (
+        slower = whole.failure or (
             f"the compiled model is not faster than plain onnxruntime "
             f"({whole.backend_ms:.3g} ms vs {whole.onnxruntime_ms:.3g} ms{whole.rounds()})"
         )
-        if not self.cfg.compile["whole_model_fallback"]:
-            warnings.warn(f"{slower}; kept ([compile] whole_model_fallback = false)", stacklevel=3)
+        if whole.failure is None and not self.cfg.compile["whole_model_fallback"]:
+            warnings.warn(f"{slower}; kept ([compile] whole_model_fallback = false)", stacklevel=4)
             return compiled
-        warnings.warn(f"{slower}: running it as one onnxruntime session", stacklevel=3)
-        reason = f"the whole model runs on onnxruntime: {slower}"
-        for node in self.plan.decisions:
-            self.vetoes[node] = dict.fromkeys(self.tables, reason)
-        plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
-        plan.placement = placement
-        return build(plan, self.cfg, variants=self.variants)
-
-    def _static(self, note: str) -> CompiledModel:
-        warnings.warn(f"measured placement: {note}", stacklevel=4)
-        compiled = build(self.plan, self.cfg, progress=self.progress, variants=self.variants)
-        self.plan.placement = Placement("static", note=note)
-        return compiled
+        warnings.warn(f"{slower}: running it as one onnxruntime session", stacklevel=4)
+        return self._on_onnxruntime(f"the whole model runs on onnxruntime: {slower}", placement)
 
 
 def time_pair(

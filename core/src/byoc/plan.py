@@ -98,9 +98,12 @@ class Measurement:
     cached: bool = False  # read from the measurement cache, not timed in this compile
     call_ms: float = 0.0  # what one onnxruntime session call costs whatever it runs
     worst_ratio: float | None = None  # the whole model: its slowest round's backend/onnxruntime
+    failure: str | None = None  # why it was not timed: it failed or differed from onnxruntime
 
     def summary(self) -> str:
-        """``kept: 1.2 ms on dnnl vs 1.5 ms on onnxruntime``."""
+        """``kept: 1.2 ms on dnnl vs 1.5 ms on onnxruntime``, or why it was returned untimed."""
+        if self.failure is not None:
+            return f"returned to onnxruntime: {self.failure}"
         verdict = "kept" if self.kept else "returned to onnxruntime"
         return (
             f"{verdict}: {self.backend_ms:.3g} ms on {self.backend} vs "
@@ -123,6 +126,7 @@ class Measurement:
             "worst_ratio": self.worst_ratio,
             "verdict": "kept" if self.kept else "returned",
             "cached": self.cached,
+            "failure": self.failure,
         }
 
 
@@ -131,7 +135,7 @@ class Placement:
     """How measured placement decided (``[compile] placement``)."""
 
     mode: str  # "measured" or "static"
-    measurements: list[Measurement] = field(default_factory=list)  # every partition timed
+    measurements: list[Measurement] = field(default_factory=list)  # every partition tried
     whole: Measurement | None = None  # the compiled model against plain onnxruntime
     note: str = ""  # why nothing was measured, when that is so
 

@@ -39,6 +39,9 @@ class Backend:
     # What besides the version decides the backend's speed (its native sources, the library it
     # links): measured placement re-times partitions when it changes.
     build: Callable[[], str] = lambda: ""
+    # A reference backend (examplejson) checks and teaches; it is not meant for speed, so it
+    # claims nodes only when the config names it in `backends`.
+    reference: bool = False
     _reason: list[str | None] = field(default_factory=list, repr=False)
 
     @property

@@ -1,5 +1,6 @@
-"""A backend failing at run time: a BackendError naming partition and backend, or, with
-``[fallback] on_backend_error = "onnxruntime"``, that partition rerun on onnxruntime."""
+"""A backend failing: at compile, its partition goes back to onnxruntime; at run time, a
+BackendError naming partition and backend, or, with ``[fallback] on_backend_error =
+"onnxruntime"``, that partition rerun on onnxruntime."""
 
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ X = np.array([-1.0, 0.5, 2.0], np.float32)
 
 
 class Runtime:
-    """Neg then Relu, or a fault chosen by the test."""
+    """Neg then Relu, or a fault chosen by the test from call ``fail_from`` on (the first
+    call is compile's check run)."""
 
-    def __init__(self, fault: str) -> None:
-        self.fault = fault
+    def __init__(self, fault: str, fail_from: int) -> None:
+        self.fault, self.fail_from = fault, fail_from
         self.calls = 0
         self.lock = threading.Lock()
 
@@ -26,6 +28,8 @@ class Runtime:
         with self.lock:
             self.calls += 1
         out = np.maximum(-inputs[0], 0)
+        if self.calls < self.fail_from:
+            return [out]
         if self.fault == "raise":
             raise RuntimeError("device lost")
         if self.fault == "none":
@@ -42,8 +46,8 @@ class Runtime:
 class Faulty:
     """A test-only plugin, registered on the registry's pluggy manager."""
 
-    def __init__(self, fault: str) -> None:
-        self.runtime = Runtime(fault)
+    def __init__(self, fault: str, fail_from: int) -> None:
+        self.runtime = Runtime(fault, fail_from)
 
     @byoc.hookimpl
     def byoc_register_backends(self, register):
@@ -66,9 +70,9 @@ class Faulty:
 def faulty(monkeypatch):
     """A fresh registry with the faulty plugin; the process-wide one is restored after."""
 
-    def install(fault: str) -> Faulty:
+    def install(fault: str, fail_from: int = 2) -> Faulty:
         reg = plugins.Registry()
-        plugin = Faulty(fault)
+        plugin = Faulty(fault, fail_from)
         reg._add(plugin, "byoc-faulty-test", "0.0")
         monkeypatch.setattr(plugins, "_cache", {k: reg for k in (None, *plugins._cache)})
         return plugin
@@ -85,6 +89,39 @@ def model():
 
 
 WANT = np.exp(np.maximum(-X, 0))
+STATIC = {"backends": ["faulty"], "compile": {"placement": "static"}}
+
+
+@pytest.mark.parametrize("mode", ["static", "measured"])
+@pytest.mark.parametrize("fault", ["raise", "none", "count", "list", "byoc"])
+def test_a_partition_failing_its_check_run_at_compile_ends_on_onnxruntime(faulty, fault, mode):
+    plugin = faulty(fault, fail_from=1)
+    config = {**STATIC, "compile": {"placement": mode}}
+    with pytest.warns(UserWarning, match="faulty_0 .faulty. failed on the measurement inputs"):
+        compiled = byoc.compile(model(), config)
+    assert [s.unit.backend for s in compiled.steps] == ["onnxruntime"]
+    np.testing.assert_allclose(compiled.run({"x": X})["e"], WANT, rtol=1e-6)
+    assert plugin.runtime.calls == 1  # the check run; never again
+    reasons = compiled.plan.decisions["n"].refusals
+    assert any(b == "faulty" and "failed on the measurement inputs" in r for b, r in reasons)
+    (failed,) = compiled.plan.to_json()["placement"]["measurements"]
+    assert failed["verdict"] == "returned" and "failed on the measurement" in failed["failure"]
+
+
+class Wrong:
+    """A runtime that runs but computes Neg alone (Relu forgotten)."""
+
+    def run(self, inputs):
+        return [-inputs[0]]
+
+
+def test_a_partition_whose_outputs_differ_from_onnxruntime_ends_on_onnxruntime(faulty):
+    faulty("ok").runtime = Wrong()
+    with pytest.warns(UserWarning, match="output 'r' differs from onnxruntime's"):
+        compiled = byoc.compile(model(), {**STATIC, "compile": {"placement": "measured"}})
+    assert [s.unit.backend for s in compiled.steps] == ["onnxruntime"]
+    reasons = compiled.plan.decisions["r"].refusals
+    assert any(b == "faulty" and "differs from onnxruntime's" in r for b, r in reasons)
 
 
 @pytest.mark.parametrize(
@@ -99,7 +136,7 @@ WANT = np.exp(np.maximum(-X, 0))
 )
 def test_a_fault_is_a_backend_error_naming_partition_and_backend(faulty, fault, words):
     faulty(fault)
-    compiled = byoc.compile(model(), {"backends": ["faulty"]})
+    compiled = byoc.compile(model(), STATIC)
     assert compiled.steps[0].unit.name == "faulty_0"
     with pytest.raises(byoc.ByocError) as err:
         compiled.run({"x": X})
@@ -112,26 +149,26 @@ def test_a_fault_is_a_backend_error_naming_partition_and_backend(faulty, fault, 
 @pytest.mark.parametrize("fault", ["raise", "none", "count", "list", "byoc"])
 def test_on_backend_error_onnxruntime_reruns_the_partition(faulty, fault):
     plugin = faulty(fault)
-    cfg = {"backends": ["faulty"], "fallback": {"on_backend_error": "onnxruntime"}}
+    cfg = {**STATIC, "fallback": {"on_backend_error": "onnxruntime"}}
     compiled = byoc.compile(model(), cfg)
     with pytest.warns(UserWarning, match="partition faulty_0 .backend faulty. failed"):
         out = compiled.run({"x": X})
     np.testing.assert_allclose(out["e"], WANT, rtol=1e-6)
-    assert plugin.runtime.calls == 1
+    assert plugin.runtime.calls == 2  # the check run at compile, then the run that failed
 
 
 def test_the_healthy_plugin_runs_and_fallback_is_not_used(faulty):
     plugin = faulty("ok")
-    cfg = {"backends": ["faulty"], "fallback": {"on_backend_error": "onnxruntime"}}
+    cfg = {**STATIC, "fallback": {"on_backend_error": "onnxruntime"}}
     compiled = byoc.compile(model(), cfg)
     np.testing.assert_allclose(compiled.run({"x": X})["e"], WANT, rtol=1e-6)
-    assert plugin.runtime.calls == 1
+    assert plugin.runtime.calls == 2  # the check run at compile, then this run
     assert compiled.steps[0]._fallback is None
 
 
 def test_reruns_from_many_threads_build_one_onnxruntime_session(faulty):
     faulty("raise")
-    cfg = {"backends": ["faulty"], "fallback": {"on_backend_error": "onnxruntime"}}
+    cfg = {**STATIC, "fallback": {"on_backend_error": "onnxruntime"}}
     compiled = byoc.compile(model(), cfg)
     errors = []
 
@@ -154,7 +191,7 @@ def test_reruns_from_many_threads_build_one_onnxruntime_session(faulty):
 
 def test_a_backend_without_a_serialize_hook_cannot_save(faulty, tmp_path):
     faulty("ok")
-    cfg = {"backends": ["faulty"], "fallback": {"on_backend_error": "onnxruntime"}}
+    cfg = {**STATIC, "fallback": {"on_backend_error": "onnxruntime"}}
     compiled = byoc.compile(model(), cfg)
     with pytest.raises(byoc.ArtifactError, match="cannot serialize"):
         compiled.save(tmp_path / "m.byoc")  # the test plugin has no byoc_serialize hook

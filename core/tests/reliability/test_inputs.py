@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import byoc
 import numpy as np
+import onnx
 import pytest
 from byoc.cli import main
 from byoc.testing.build import make_model, node
@@ -139,3 +140,47 @@ def test_any_array_either_runs_or_is_an_input_error(compiled, x, y, transpose):
         assert "'x'" in str(exc) or "'y'" in str(exc)
         return
     np.testing.assert_array_equal(out["r"], np.maximum(x.astype(np.float32) + y, 0))
+
+
+def embedding():
+    """token ids index a 30-row table, token types a 2-row one; the mask is cast to float."""
+    rng = np.random.default_rng(0)
+    return make_model(
+        [
+            node("Gather", ["words", "ids"], "w"),
+            node("Unsqueeze", ["types", "axes"], "types3"),
+            node("Squeeze", ["types3", "axes"], "types2"),
+            node("Gather", ["segments", "types2"], "s"),
+            node("Add", ["w", "s"], "e"),
+            node("Cast", ["mask"], "m", to=onnx.TensorProto.FLOAT),
+            node("Unsqueeze", ["m", "last"], "m3"),
+            node("Mul", ["e", "m3"], "y"),
+        ],
+        {"ids": (np.int64, [1, 16]), "types": (np.int64, [1, 16]), "mask": (np.int64, [1, 16])},
+        ["y"],
+        constants={
+            "words": rng.standard_normal((30, 8)).astype(np.float32),
+            "segments": rng.standard_normal((2, 8)).astype(np.float32),
+            "axes": np.array([0], np.int64),
+            "last": np.array([-1], np.int64),
+        },
+    )
+
+
+def test_random_integer_inputs_are_valid_where_the_graph_says_what_they_index():
+    inputs = byoc.random_inputs(embedding(), seed=3)
+    assert inputs["ids"].max() < 30 and inputs["types"].max() < 2
+    assert set(np.unique(inputs["mask"])) <= {0, 1}
+    assert len(np.unique(inputs["ids"])) > 2  # still random
+    byoc.compare(embedding(), {"backends": []})  # onnxruntime runs on them
+
+
+def test_a_model_whose_integer_input_indexes_an_embedding_is_measured(monkeypatch, tmp_path):
+    from byoc import placement
+
+    monkeypatch.setattr(placement, "cache_root", lambda: tmp_path)
+    cfg = {"backends": ["examplejson"], "compile": {"placement": "measured"}}
+    compiled = byoc.compile(embedding(), cfg)
+    placed = compiled.plan.placement
+    assert not placed.note  # measured, not skipped
+    assert placed.measurements and all(m.failure is None for m in placed.measurements)

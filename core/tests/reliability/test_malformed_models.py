@@ -6,6 +6,7 @@ in code, each input that once made something other than a ByocError escape.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import warnings
@@ -118,3 +119,40 @@ def test_cli_never_shows_a_traceback(tmp_path, case):
         if done.returncode == 2:
             errors = [ln for ln in done.stderr.splitlines() if ln.startswith("byoc: error:")]
             assert len(errors) == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("op", "attrs", "words"),
+    [
+        ("MaxPool", {"kernel_shape": [2, 2], "strides": [0, 0]}, "strides = [0, 0]"),
+        ("AveragePool", {"kernel_shape": [2, 2], "strides": [0, 1]}, "strides = [0, 1]"),
+        ("MaxPool", {"kernel_shape": [0, 2]}, "kernel_shape = [0, 2]"),
+        ("MaxPool", {"kernel_shape": [2, 2], "dilations": [0, 1]}, "dilations = [0, 1]"),
+        ("MaxPool", {"kernel_shape": [2, 2], "pads": [-1, 0, 0, 0]}, "pads = [-1, 0, 0, 0]"),
+        ("Conv", {"strides": [0, 0]}, "strides = [0, 0]"),
+        ("Conv", {"group": 0}, "group = [0]"),
+        ("Transpose", {"perm": [0, 0, 1, 2]}, "perm = [0, 0, 1, 2]"),
+    ],
+)
+def test_attributes_that_shape_inference_trusts_are_checked_first(op, attrs, words):
+    """strides = 0 once killed the process (SIGFPE inside ONNX shape inference)."""
+    inputs = ["x", "w"] if op == "Conv" else ["x"]
+    weights = [onnx.numpy_helper.from_array(np.ones((2, 2, 3, 3), np.float32), "w")]
+    graph = onnx.helper.make_graph(  # not make_model: its shape inference would crash here
+        [node(op, inputs, "y", **attrs)],
+        "strides",
+        [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 2, 8, 8])],
+        [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, list("nchw"))],
+        weights if op == "Conv" else [],
+    )
+    m = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    for command in (byoc.partition, byoc.compile):
+        with pytest.raises(byoc.ModelError, match=re.escape(words)):
+            command(m, {"backends": []})
+
+
+def test_an_opset_newer_than_onnx_knows_is_a_model_error():
+    m = make_model([node("Relu", ["x"], "y")], {"x": [2]}, ["y"])
+    m.opset_import[0].version = 999
+    with pytest.raises(byoc.ModelError, match="imports opset 999 of the ONNX domain"):
+        byoc.partition(m)

@@ -60,6 +60,7 @@ def byoc_register_backends(register: Any) -> None:
     register(
         NAME,
         priority=10,
+        reference=True,  # numpy: used only when `backends` names it
         description="reference backend: ExampleJSON text, run with numpy",
     )
 
