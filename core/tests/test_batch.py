@@ -3,8 +3,11 @@ side is in test_ray.py."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+import tracemalloc
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +15,7 @@ import byoc
 import numpy as np
 import onnx
 import pytest
-from byoc.batch import read_sample, run_samples, write_sample
+from byoc.batch import read_sample, run_samples, sample_files, write_sample
 from byoc.testing.build import make_model, node
 
 STATIC = {"compile": {"placement": "static"}}
@@ -140,6 +143,57 @@ def test_a_bad_sample_file_says_what_is_wrong(
     signature = byoc.compile(scaled(), {"backends": [], **STATIC}).inputs
     with pytest.raises(byoc.InputError, match=message):
         read_sample(path, signature)
+
+
+def test_a_member_whose_size_is_not_what_its_header_says_is_refused(tmp_path: Path) -> None:
+    signature = byoc.compile(scaled(), {"backends": [], **STATIC}).inputs
+    header = np.lib.format.header_data_from_array_1_0(np.zeros((1, 4), np.float32))
+    for name, data, message in [
+        ("long.npz", bytes(64), "header says float32 (1, 4), which takes 144: the file is damaged"),
+        ("text.npz", b"x = [1, 2, 3, 4]", "'x.npy' is not a .npy array"),
+    ]:
+        with zipfile.ZipFile(tmp_path / name, "w") as zf, zf.open("x.npy", "w") as f:
+            if name == "long.npz":
+                np.lib.format.write_array_header_1_0(f, header)
+            f.write(data)
+        with pytest.raises(byoc.InputError, match=re.escape(message)):
+            read_sample(tmp_path / name, signature)
+
+
+def test_an_npz_bomb_is_refused_from_its_headers_before_it_is_decompressed(tmp_path: Path) -> None:
+    """A few MB on disk, 1 GiB of zeros inside: its header says (2**26, 4) float32."""
+    path = tmp_path / "bomb.npz"
+    header = {"descr": "<f4", "fortran_order": False, "shape": (2**26, 4)}
+    with (
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED, compresslevel=1) as zf,
+        zf.open("x.npy", "w", force_zip64=True) as f,
+    ):
+        np.lib.format.write_array_header_1_0(f, header)
+        zeros = bytes(2**24)
+        for _ in range(2**30 // len(zeros)):
+            f.write(zeros)
+    assert path.stat().st_size < 8 * 2**20
+    free = byoc.compile(scaled(), {"backends": [], **STATIC}).inputs  # x: [N, 4]
+    fixed = byoc.compile(scaled(1), {"backends": [], **STATIC}).inputs  # x: [1, 4]
+    tracemalloc.start()
+    try:
+        with pytest.raises(byoc.InputError, match="would take 1024 MiB, more than the 256 MiB"):
+            read_sample(path, free)
+        with pytest.raises(
+            byoc.InputError, match=r"has shape \(67108864, 4\) .* \(dim 0 must be 1\)"
+        ):
+            read_sample(path, fixed)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 * 2**20  # the 1 GiB array was never allocated
+
+
+def test_sample_files_match_the_suffix_in_any_case(tmp_path: Path) -> None:
+    for name in ("a.NPZ", "b.npz", "c.Npz", "d.npy", "e.txt"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "f.npz").mkdir()
+    assert [p.name for p in sample_files(tmp_path)] == ["a.NPZ", "b.npz", "c.Npz"]
 
 
 def test_loading_with_threads_caps_onnxruntime_and_backends(tmp_path: Path) -> None:

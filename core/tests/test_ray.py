@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import subprocess
@@ -11,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import byoc
+import byoc.ray
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -93,6 +95,9 @@ def test_byoc_batch_joins_a_cluster_writes_outputs_and_skips_bad_samples(
     np.savez(tmp_path / "in" / "wrong-shape.npz", x=np.zeros((1, 5), np.float32))
     np.savez(tmp_path / "in" / "no-x.npz", y=np.zeros((1, 4), np.float32))
     (tmp_path / "in" / "broken.npz").write_bytes((tmp_path / "in" / "no-x.npz").read_bytes()[:60])
+    (tmp_path / "out").mkdir()
+    for name in ("wrong-shape.npz", "no-x.npz", "broken.npz"):  # an earlier run's outputs
+        np.savez(tmp_path / "out" / name, s=np.zeros((1, 4), np.float32))
     done = subprocess.run(
         [sys.executable, "-m", "byoc.cli", "batch", str(path), "--inputs", str(tmp_path / "in"),
          "--outputs", str(tmp_path / "out"), "--address", cluster, "--batch-size", "4"],
@@ -120,13 +125,55 @@ def test_workers_load_the_shipped_file_and_refuse_what_does_not_load(
     samples(tmp_path / "in", 5)
     report = run_batch(path, tmp_path / "in", tmp_path / "out", workers=2, batch_size=2)
     assert report.passed and report.written == 5 and report.workers == 2
-    pool, hosts = _start_workers(path.read_bytes(), 1, 1)
+    pool = _start_workers(path.read_bytes(), 1, 1)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
-    assert ray.get(pool[0].describe.remote()) == (hosts[0], digest)
+    assert ray.get(pool.actors[0].describe.remote()) == (pool.hosts[0], digest)
     with pytest.raises(byoc.ByocError, match=r"could not load the model: .*not a \.byoc file"):
         _start_workers(b"not a zip", 1, 1)
     with pytest.raises(byoc.ConfigError, match="need 6 CPUs; the Ray cluster has 2"):
         _start_workers(path.read_bytes(), 3, 2)
+
+
+def test_a_sample_that_crashes_its_worker_fails_alone(
+    cluster: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Crashing(Predictor):
+        """Dies on a sample holding a NaN, as a backend that segfaults would."""
+
+        def run(self, samples: list[dict[str, np.ndarray]]) -> list[object]:
+            if any(np.isnan(sample["x"]).any() for sample in samples):
+                os._exit(1)
+            return super().run(samples)  # type: ignore[return-value]
+
+    monkeypatch.setattr(byoc.ray, "_start_workers", functools.partial(_start_workers, cls=Crashing))
+    proto = model()
+    path = byoc.compile(proto, CONFIG).save(tmp_path / "m.byoc")
+    written = samples(tmp_path / "in", 8)  # two batches of 4, both on the one worker
+    del written["sample002.npz"]
+    np.savez(tmp_path / "in" / "sample002.npz", x=np.full((1, 4), np.nan, np.float32))
+    (tmp_path / "out").mkdir()
+    np.savez(tmp_path / "out" / "sample002.npz", s=np.zeros((1, 4), np.float32))  # an earlier run's
+    report = run_batch(path, tmp_path / "in", tmp_path / "out", workers=1, batch_size=4)
+    assert report.written == 7
+    assert [name for name, _ in report.failed] == ["sample002.npz"]
+    assert report.failed[0][1].startswith("it crashed its worker")
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(written)
+    for name, x in written.items():
+        with np.load(tmp_path / "out" / name) as out:
+            np.testing.assert_allclose(out["s"], onnxruntime_outputs(proto, x), rtol=1e-5)
+
+
+def test_an_unreachable_address_fails_in_one_line(tmp_path: Path) -> None:
+    path = byoc.compile(model(), CONFIG).save(tmp_path / "m.byoc")
+    samples(tmp_path / "in", 1)
+    done = subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "batch", str(path), "--inputs", str(tmp_path / "in"),
+         "--outputs", str(tmp_path / "out"), "--address", "127.0.0.1:1"],
+        capture_output=True, text=True, timeout=60,  # ray.init alone would retry for minutes
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.startswith("byoc: error: no Ray cluster answers at 127.0.0.1:1 (")
+    assert len(done.stderr.splitlines()) == 1, done.stderr
 
 
 def test_byoc_batch_starts_and_stops_its_own_ray(tmp_path: Path) -> None:

@@ -1,13 +1,14 @@
 """Running a compiled model over many samples, without Ray (``byoc.ray`` adds the workers).
 
-A sample is one ``.npz`` file whose arrays are named after the model's inputs; its outputs go to
-an ``.npz`` file of the same name whose arrays are named after the model's outputs. Samples of
-one shape (but for dim 0) run as one stacked run when the model's batch dim (dim 0 of every
-input) is free.
+A sample is one ``.npz`` file (the suffix in any case) whose arrays are named after the model's
+inputs; its outputs go to an ``.npz`` file of the same name whose arrays are named after the
+model's outputs. Samples of one shape (but for dim 0) run as one stacked run when the model's
+batch dim (dim 0 of every input) is free.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import tempfile
 import zipfile
@@ -20,19 +21,21 @@ import numpy as np
 
 from byoc.errors import ByocError, ConfigError, InputError
 from byoc.graph import TensorType
-from byoc.inputs import check_inputs
+from byoc.inputs import _check_one, check_inputs
 
 SUFFIX = ".npz"
+MAX_SAMPLE_MB = 256  # of arrays whose size the model leaves open (symbolic dims)
 
 Sample = dict[str, np.ndarray]
 
 
 def sample_files(directory: str | os.PathLike[str]) -> list[Path]:
-    """The ``.npz`` files of a directory, sorted by name; an InputError if there are none."""
+    """The ``.npz`` files of a directory (``x.NPZ`` too), sorted by name; an InputError if there
+    are none."""
     path = Path(directory)
     if not path.is_dir():
         raise InputError(f"--inputs: '{path}' is not a directory")
-    files = sorted(p for p in path.iterdir() if p.suffix == SUFFIX and p.is_file())
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() == SUFFIX and p.is_file())
     if not files:
         raise InputError(
             f"--inputs: '{path}' has no {SUFFIX} files (one per sample, arrays named after "
@@ -48,17 +51,88 @@ def check_counts(**counts: int | None) -> None:
             raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got {value!r}")
 
 
-def read_sample(path: str | os.PathLike[str], signature: Mapping[str, TensorType | None]) -> Sample:
+def read_sample(
+    path: str | os.PathLike[str],
+    signature: Mapping[str, TensorType | None],
+    max_bytes: int = MAX_SAMPLE_MB << 20,
+) -> Sample:
     """One sample's arrays, checked against the model's inputs: an InputError says what is
-    wrong (not an .npz file, a missing or extra array, a wrong dtype or shape)."""
+    wrong (not an .npz file, a missing or extra array, a wrong dtype or shape, too large).
+
+    Each array's dtype and shape are checked from its ``.npy`` header and the zip's central
+    directory before its data is decompressed, so a small file that would inflate to
+    gigabytes is refused unread. Arrays of inputs with symbolic dims may hold ``max_bytes`` in
+    all; the model fixes the size of the others.
+    """
     if not zipfile.is_zipfile(path):
         raise InputError("not an .npz file (a zip of .npy arrays, as numpy.savez writes)")
     try:
-        with np.load(path, allow_pickle=False) as npz:
-            arrays = {name: npz[name] for name in npz.files}
-    except Exception as exc:  # np.load raises many types on damaged files
+        with zipfile.ZipFile(path) as zf:
+            arrays = {}
+            for name, info in _checked_members(zf, signature, max_bytes).items():
+                with zf.open(info) as f:
+                    arrays[name] = np.lib.format.read_array(f, allow_pickle=False)
+    except InputError:
+        raise
+    except Exception as exc:  # zipfile and numpy raise many types on damaged files
         raise InputError(f"not a readable .npz file ({type(exc).__name__}: {exc})") from None
     return check_inputs(signature, arrays)
+
+
+def _checked_members(
+    zf: zipfile.ZipFile, signature: Mapping[str, TensorType | None], max_bytes: int
+) -> dict[str, zipfile.ZipInfo]:
+    """The zip's members by input name, their headers checked against the model's inputs."""
+    members = {info.filename.removesuffix(".npy"): info for info in zf.infolist()}
+    unknown = [n for n in members if n not in signature]
+    if unknown:
+        raise InputError(
+            f"unknown input {', '.join(map(repr, unknown))}; "
+            f"the model's inputs are {', '.join(map(repr, signature))}"
+        )
+    free = 0  # bytes of the arrays whose size the model leaves open
+    symbols: dict[str, tuple[int, str]] = {}
+    for name, info in members.items():
+        dtype, shape = _npy_header(zf, info)
+        want = signature[name]
+        if want is not None:  # dtype and shape only: a zero-stride view allocates nothing
+            _check_one(name, np.broadcast_to(np.zeros((), dtype), shape), want, symbols)
+        if want is None or want.dtype is None or not want.is_static:
+            free += dtype.itemsize * math.prod(shape)
+        if free > max_bytes:
+            raise InputError(
+                f"input '{name}' is {dtype} {shape}: the sample's arrays would take "
+                f"{free / 2**20:.0f} MiB, more than the {max_bytes / 2**20:.0f} MiB a sample may "
+                "hold; split it into smaller samples, or raise --max-sample-mb"
+            )
+    return members
+
+
+def _npy_header(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo
+) -> tuple[np.dtype[Any], tuple[int, ...]]:
+    """A member's dtype (in native byte order) and shape, read from its ``.npy`` header alone;
+    an InputError when the member is not an array or its size is not what the header says."""
+    fmt = np.lib.format
+    with zf.open(info) as f:
+        try:
+            version = fmt.read_magic(f)
+            read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+            shape, _, dtype = read(f)
+        except ValueError as exc:
+            raise InputError(f"'{info.filename}' is not a .npy array ({exc})") from None
+        size = f.tell() + dtype.itemsize * math.prod(shape)
+    if dtype.hasobject:
+        raise InputError(
+            f"'{info.filename}' holds Python objects (a pickle), which byoc does not load: "
+            "save numeric or string arrays"
+        )
+    if info.file_size != size:
+        raise InputError(
+            f"'{info.filename}' is {info.file_size} bytes, but its header says {dtype} {shape}, "
+            f"which takes {size}: the file is damaged"
+        )
+    return dtype.newbyteorder("=") if dtype.byteorder in "<>" else dtype, shape
 
 
 def write_sample(path: str | os.PathLike[str], outputs: Mapping[str, np.ndarray]) -> None:

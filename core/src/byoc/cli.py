@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 import byoc
-from byoc.batch import check_counts, sample_files
+from byoc.batch import MAX_SAMPLE_MB, check_counts, sample_files
 from byoc.errors import ByocError, InputError
 from byoc.export import is_artifact
 from byoc.plugins import registry
@@ -225,14 +225,21 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 def cmd_batch(args: argparse.Namespace) -> int:
     try:
-        from byoc.ray import run_batch
+        from byoc.ray import check_address, run_batch
     except ImportError as exc:
         raise ByocError(
             f"byoc batch runs on Ray, which is not installed ({exc}): pip install 'byoc[ray]'"
         ) from None
     # what would stop the run fails before compiling
-    check_counts(workers=args.workers, threads=args.threads, batch_size=args.batch_size)
+    check_counts(
+        workers=args.workers,
+        threads=args.threads,
+        batch_size=args.batch_size,
+        max_sample_mb=args.max_sample_mb,
+    )
     sample_files(args.inputs)
+    if args.address:
+        check_address(args.address)
     with tempfile.TemporaryDirectory(prefix="byoc-batch-") as tmp:
         model = args.model
         if not is_artifact(model):  # compiled once, here, with a progress bar of its own
@@ -248,6 +255,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
                 workers=args.workers,
                 threads=args.threads,
                 batch_size=args.batch_size,
+                max_sample_mb=args.max_sample_mb,
                 progress=progress,
             )
     print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
@@ -301,12 +309,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the timings as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p = add("batch", cmd_batch, "run a model over a directory of .npz samples on Ray workers")
-    p.add_argument("--inputs", required=True, metavar="DIR", help="one .npz file per sample")
+    p.epilog = (
+        "A sample that fails (a bad file, a failed run, a crash of its worker) is reported and "
+        "written nowhere: an output an earlier run left for it in --outputs is removed. A "
+        "sample that crashes its worker fails alone; the others of its batch are rerun."
+    )
+    p.add_argument("--inputs", required=True, metavar="DIR", help="one .npz (or .NPZ) per sample")
     p.add_argument("--outputs", required=True, metavar="DIR", help="one .npz per sample here")
     p.add_argument("--address", help="join this Ray cluster (default: start a local Ray)")
     p.add_argument("--workers", type=int, help="workers (default: CPUs // --threads)")
     p.add_argument("--threads", type=int, default=1, help="threads per worker (default 1)")
     p.add_argument("--batch-size", type=int, default=16, help="samples per call (default 16)")
+    p.add_argument(
+        "--max-sample-mb",
+        type=int,
+        default=MAX_SAMPLE_MB,
+        metavar="MB",
+        help="largest sample read, in MiB, counting the inputs with symbolic dims; checked "
+        f"before decompressing (default {MAX_SAMPLE_MB})",
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser

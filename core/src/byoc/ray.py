@@ -14,7 +14,8 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import ray
 
 import byoc
 from byoc.batch import (
+    MAX_SAMPLE_MB,
     BatchReport,
     Sample,
     check_counts,
@@ -133,6 +135,7 @@ def run_batch(
     workers: int | None = None,
     threads: int = 1,
     batch_size: int = 16,
+    max_sample_mb: int = MAX_SAMPLE_MB,
     progress: ProgressFn | None = None,
 ) -> BatchReport:
     """Run a model (ONNX, compiled here once, or a ``.byoc`` file) over a directory of ``.npz``
@@ -142,9 +145,14 @@ def run_batch(
     run joins that cluster (in a process already connected to Ray, that connection is used).
     ``workers`` (default: the cluster's CPUs // ``threads``) each load
     the model once and use ``threads`` threads. Bad samples are reported, written nowhere, and
-    do not stop the others.
+    do not stop the others; an output file an earlier run left for a sample that fails now is
+    removed. A sample that crashes its worker fails alone: a fresh worker takes its place and
+    reruns the samples it held one by one. Arrays of inputs with symbolic dims may take
+    ``max_sample_mb`` MiB per sample, checked before they are decompressed.
     """
-    check_counts(workers=workers, threads=threads, batch_size=batch_size)
+    check_counts(
+        workers=workers, threads=threads, batch_size=batch_size, max_sample_mb=max_sample_mb
+    )
     files = sample_files(inputs)
     out_dir = Path(outputs)
     if out_dir.resolve() == Path(inputs).resolve():
@@ -153,23 +161,48 @@ def run_batch(
     out_dir.mkdir(parents=True, exist_ok=True)
     started = not ray.is_initialized()
     if started:
-        ray.init(
-            address=address or "local",  # a new local Ray, not one RAY_ADDRESS points at
-            include_dashboard=False,
-            logging_level=logging.ERROR,
-            configure_logging=True,
-        )
+        if address:
+            check_address(address)
+        try:
+            ray.init(
+                address=address or "local",  # a new local Ray, not one RAY_ADDRESS points at
+                include_dashboard=False,
+                logging_level=logging.ERROR,
+                configure_logging=True,
+            )
+        except ConnectionError as exc:
+            raise ByocError(f"cannot join the Ray cluster at {address}: {exc}") from None
     try:
         report = BatchReport(out_dir, threads=threads)
         start = time.perf_counter()
-        pool, report.hosts = _start_workers(data, workers, threads)
+        pool = _start_workers(data, workers, threads)
+        report.hosts = pool.hosts
         report.startup_seconds = time.perf_counter() - start
-        _drive(pool, files, signature, batch_size, out_dir, report, progress)
+        _drive(pool, files, signature, batch_size, max_sample_mb << 20, out_dir, report, progress)
         report.seconds = time.perf_counter() - start - report.startup_seconds
         return report
     finally:
         if started:
             ray.shutdown()
+
+
+def check_address(address: str) -> None:
+    """A ByocError within seconds when nothing answers at a Ray cluster's address (``HOST:PORT``
+    or ``ray://HOST:PORT``), where ``ray.init`` would retry for minutes."""
+    if address in ("auto", "local"):
+        return
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ConfigError(
+            f"--address takes HOST:PORT (e.g. 10.0.0.5:6379) or ray://HOST:PORT, got {address!r}"
+        )
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=10).close()
+    except OSError as exc:
+        raise ByocError(
+            f"no Ray cluster answers at {address} ({exc.strerror or exc}): start one with "
+            "`ray start --head` on that host, or fix --address"
+        ) from None
 
 
 def _artifact(model: str | os.PathLike[str], config: ConfigLike) -> tuple[bytes, dict[str, Any]]:
@@ -183,9 +216,10 @@ def _artifact(model: str | os.PathLike[str], config: ConfigLike) -> tuple[bytes,
         return path.read_bytes(), compiled.inputs
 
 
-def _start_workers(data: bytes, workers: int | None, threads: int) -> tuple[list[Any], list[str]]:
-    """Actors that have loaded the model, ``threads`` CPUs each; a worker that cannot load it
-    (another host without a compiler, a missing backend) is a ByocError naming its host."""
+def _start_workers(
+    data: bytes, workers: int | None, threads: int, cls: type[Predictor] = Predictor
+) -> _Workers:
+    """``workers`` (default: as many as the cluster's CPUs allow) that have loaded the model."""
     cpus = int(ray.cluster_resources().get("CPU", 0))
     count = workers or max(1, cpus // threads)
     if count * threads > cpus:
@@ -193,22 +227,47 @@ def _start_workers(data: bytes, workers: int | None, threads: int) -> tuple[list
             f"{count} worker(s) x {threads} thread(s) need {count * threads} CPUs; the Ray "
             f"cluster has {cpus}: ask for fewer --workers or --threads"
         )
-    actor = ray.remote(Predictor).options(
-        num_cpus=threads, runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}}
-    )
-    shipped = ray.put(data)  # one copy in the object store, not one per worker
-    pool: list[Any] = [actor.remote(shipped, threads) for _ in range(count)]
-    digest = hashlib.sha256(data).hexdigest()
-    hosts = []
-    for worker in pool:
+    pool = _Workers(data, threads, cls)
+    pool.start(count)
+    return pool
+
+
+class _Workers:
+    """``byoc batch``'s workers: Ray actors of ``threads`` CPUs each that have loaded the model,
+    and their hosts. A worker that cannot load it (another host without a compiler, a missing
+    backend) is a ByocError naming its host."""
+
+    def __init__(self, data: bytes, threads: int, cls: type[Predictor] = Predictor) -> None:
+        self.actor = ray.remote(cls).options(
+            num_cpus=threads, runtime_env={"env_vars": {"OMP_NUM_THREADS": str(threads)}}
+        )
+        self.shipped = ray.put(data)  # one copy in the object store, not one per worker
+        self.digest = hashlib.sha256(data).hexdigest()
+        self.threads = threads
+        self.actors: list[Any] = []
+        self.hosts: list[str] = []
+
+    def start(self, count: int) -> None:
+        """Start ``count`` workers at once, then wait for each to load the model."""
+        actors = [self.actor.remote(self.shipped, self.threads) for _ in range(count)]
+        self.hosts += [self._loaded(actor) for actor in actors]
+        self.actors += actors
+
+    def replace(self, index: int) -> None:
+        """A fresh worker in place of one that died (or that Ray could not reach)."""
+        ray.kill(self.actors[index])  # so that it holds no CPUs the fresh one needs
+        actor = self.actor.remote(self.shipped, self.threads)
+        self.hosts[index] = self._loaded(actor)
+        self.actors[index] = actor
+
+    def _loaded(self, actor: Any) -> str:
         try:
-            host, loaded = ray.get(worker.describe.remote())
+            host, loaded = ray.get(actor.describe.remote())
         except ray.exceptions.RayError as exc:
             raise ByocError(f"a Ray worker could not load the model: {_cause(exc)}") from None
-        if loaded != digest:
+        if loaded != self.digest:
             raise ByocError(f"the worker on {host} loaded another file than the one shipped")
-        hosts.append(host)
-    return pool, hosts
+        return host
 
 
 def _cause(exc: BaseException) -> str:
@@ -219,35 +278,50 @@ def _cause(exc: BaseException) -> str:
     return (errors[-1] if errors else lines[-1] if lines else type(exc).__name__).strip()
 
 
+Chunk = tuple[list[str], list[Sample]]  # sample file names and their arrays
+
+
 def _drive(
-    pool: list[Any],
+    pool: _Workers,
     files: list[Path],
     signature: Mapping[str, Any],
     batch_size: int,
+    max_bytes: int,
     out_dir: Path,
     report: BatchReport,
     progress: ProgressFn | None,
 ) -> None:
-    """Read and check samples, keep every worker two chunks deep, write what comes back."""
+    """Read and check samples, keep every worker two chunks deep, write what comes back.
+
+    A chunk whose worker died (a sample crashed its process: a segfault, an abort) or whose
+    call failed says nothing about which sample was at fault: a fresh worker takes the dead
+    one's place and runs each sample of the chunk alone, one at a time, so only the sample
+    that crashes it again fails.
+    """
     total = len(files)
     done = 0
 
-    def tick(name: str) -> None:
+    def keep(name: str, out: Sample | str) -> None:
         nonlocal done
+        if isinstance(out, str):
+            report.failed.append((name, out))
+            (out_dir / name).unlink(missing_ok=True)  # no stale output from an earlier run
+        else:
+            write_sample(out_dir / name, out)
+            report.written += 1
         done += 1
         if progress is not None:
             progress(done, total, name)
 
-    def chunks() -> Any:
+    def chunks() -> Iterator[Chunk]:
         names: list[str] = []
         samples: list[Sample] = []
         for path in files:
             try:
-                samples.append(read_sample(path, signature))
+                samples.append(read_sample(path, signature, max_bytes))
                 names.append(path.name)
             except InputError as exc:
-                report.failed.append((path.name, str(exc)))
-                tick(path.name)
+                keep(path.name, str(exc))
             if len(samples) == batch_size:
                 yield names, samples
                 names, samples = [], []
@@ -255,36 +329,42 @@ def _drive(
             yield names, samples
 
     todo = chunks()
-    pending: dict[Any, tuple[Any, list[str]]] = {}
-    in_flight = dict.fromkeys(range(len(pool)), 0)  # chunks per live worker
+    pending: dict[Any, tuple[int, Any, Chunk, bool]] = {}  # ref: worker, actor, chunk, alone
+    in_flight = [0] * len(pool.actors)
+    suspects: list[deque[Chunk]] = [deque() for _ in pool.actors]  # to run alone, per worker
 
-    def submit() -> None:
-        chunk = next(todo, None)
-        if chunk is not None:
-            worker = min(in_flight, key=in_flight.__getitem__)
-            pending[pool[worker].run.remote(chunk[1])] = (worker, chunk[0])
-            in_flight[worker] += 1
+    def send(worker: int, chunk: Chunk, alone: bool) -> None:
+        actor = pool.actors[worker]
+        pending[actor.run.remote(chunk[1])] = (worker, actor, chunk, alone)
+        in_flight[worker] += 1
 
-    for _ in range(2 * len(pool)):
-        submit()
+    def feed(worker: int) -> None:
+        if suspects[worker]:  # one at a time, so that a crash names its sample
+            if not in_flight[worker]:
+                send(worker, suspects[worker].popleft(), alone=True)
+            return
+        while in_flight[worker] < 2 and (chunk := next(todo, None)) is not None:
+            send(worker, chunk, alone=False)
+
+    for worker in range(len(pool.actors)):
+        feed(worker)
     while pending:
         [ref], _ = ray.wait(list(pending), num_returns=1)
-        worker, names = pending.pop(ref)
-        if worker in in_flight:
-            in_flight[worker] -= 1
+        worker, actor, (names, samples), alone = pending.pop(ref)
+        in_flight[worker] -= 1
         try:
             results = ray.get(ref)
         except ray.exceptions.RayError as exc:
-            results = [f"its worker failed: {_cause(exc)}"] * len(names)
-            in_flight.pop(worker, None)  # a dead actor gets no more work
-            if not in_flight:
-                raise ByocError(f"every Ray worker failed; the last: {_cause(exc)}") from None
+            died = isinstance(exc, ray.exceptions.RayActorError)
+            if died and pool.actors[worker] is actor:
+                pool.replace(worker)
+            if not alone:
+                suspects[worker].extend(([n], [s]) for n, s in zip(names, samples, strict=True))
+                feed(worker)
+                continue
+            why = "it crashed its worker, run alone too (a segfault, an abort, out of memory)"
+            results = [why if died else _cause(exc)]
         for name, out in zip(names, results, strict=True):
-            if isinstance(out, str):
-                report.failed.append((name, out))
-            else:
-                write_sample(out_dir / name, out)
-                report.written += 1
-            tick(name)
-        submit()
+            keep(name, out)
+        feed(worker)
     report.failed.sort()
