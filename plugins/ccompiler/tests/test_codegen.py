@@ -108,6 +108,8 @@ def test_gelu(approximate, config):
         opset=20,
     )
     assert_matches_onnxruntime(model, config())
+    x = np.resize(np.array([np.nan, np.inf, -np.inf, -0.0, 1e-40, -9.5, 3.0], np.float32), (4, 33))
+    assert_matches_onnxruntime(model, config(), {"x": x})  # -inf: -inf * 0 = NaN
 
 
 BINARY = [
@@ -232,12 +234,43 @@ def test_integer_wraparound_and_division_by_zero_are_defined(config):
         ["m", "d"],
     )
     compiled = byoc.compile(model, config())
-    big = np.int32(2**31 - 1)
+    big, small = np.int32(2**31 - 1), np.int32(-(2**31))
     out = compiled.run(
-        {"a": np.array([big, 7, -8, 5], np.int32), "b": np.array([2, 0, -1, 1], np.int32)}
+        {"a": np.array([big, 7, small, 5], np.int32), "b": np.array([2, 3, -1, 1], np.int32)}
     )
-    assert out["m"].tolist() == [-2, 0, 8, 5]  # wraps like two's complement
-    assert out["d"].tolist() == [-1, 0, -8, 5]  # x / 0 is 0
+    assert out["m"].tolist() == [-2, 21, small, 5]  # wraps like two's complement
+    assert out["d"].tolist() == [-1, 7, small, 5]  # MIN / -1 wraps too, as in onnxruntime
+
+
+@pytest.mark.parametrize("shape", [[4], [3, 70000]])  # OpenMP shares the second one out
+def test_integer_division_by_zero_fails_like_onnxruntime(shape, config):
+    model = make_model(
+        [node("Mul", ["a", "b"], "m"), node("Div", ["m", "b"], "d"), node("Add", ["d", "a"], "y")],
+        {"a": (np.int64, shape), "b": (np.int64, shape)},
+        ["y"],
+    )
+    compiled = byoc.compile(model, config())
+    a = np.full(shape, 7, np.int64)
+    b = np.ones(shape, np.int64)
+    np.testing.assert_array_equal(compiled.run({"a": a, "b": b})["y"], a + a)
+    b.reshape(-1)[-1] = 0
+    with pytest.raises(byoc.BackendError, match="integer Div divided by zero"):
+        compiled.run({"a": a, "b": b})
+
+
+def test_nan_propagates_through_relu_sign_max_min_clip(config):
+    x = np.array([np.nan, 1, -0.0, -np.inf, np.inf, 1e-40, -1e-40, np.nan], np.float32)
+    y = np.array([1, np.nan, 0, 2, np.nan, -1e-40, 1e-40, np.nan], np.float32)
+    ops = {"Relu": ["x"], "Sign": ["x"], "Max": ["x", "y"], "Min": ["y", "x", "y"]}
+    model = make_model(
+        [node(op, args, op.lower()) for op, args in ops.items()]
+        + [node("Clip", ["x", "lo", "hi"], "clip")],
+        {"x": [8], "y": [8]},
+        [*(op.lower() for op in ops), "clip"],
+        constants={"lo": np.float32(-0.5), "hi": np.float32(0.5)},
+    )
+    report = assert_matches_onnxruntime(model, config(), {"x": x, "y": y}, rtol=1e-6, atol=0)
+    assert len(report.plan.partitions) == 1
 
 
 def test_chain_and_tree_fuse_into_one_loop_broadcasts_materialize(config):

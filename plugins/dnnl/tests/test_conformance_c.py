@@ -18,3 +18,8 @@ def backend_config() -> dict[str, Any]:
         "backend": {"dnnl": {"min_partition_nodes": 1, "prune": False, "codegen": "c"}},
         "compile": {"placement": "static"},
     }
+
+
+@pytest.fixture
+def backend_known_failures(dnnl_known_failures: dict[tuple[str, str], str]) -> dict:
+    return dnnl_known_failures  # conftest.py: what oneDNN gets wrong, and why

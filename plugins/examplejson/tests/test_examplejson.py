@@ -258,6 +258,32 @@ def test_batchnorm_in_training_mode_is_refused_with_a_reason():
     assert any("inference-mode" in r for _, r in plan.decisions["bn"].refusals)
 
 
+def test_nodes_onnx_refuses_are_refused_with_a_reason():
+    mixed = make_model([node("Add", ["x", "i"], "y")], {"x": [3], "i": (np.int32, [3])}, ["y"])
+    wrong = make_model([node("Relu", ["x"], "y")], {"x": [3]}, ["y"])
+    wrong.graph.output[0].type.tensor_type.elem_type = helper.np_dtype_to_tensor_dtype(
+        np.dtype(np.int32)
+    )
+    for model, words in [(mixed, "refuses these inputs"), (wrong, "declared int32")]:
+        plan = byoc.partition(model, ALL)
+        assert plan.partitions == []
+        assert any(words in r for _, r in plan.decisions["y"].refusals), plan.decisions["y"]
+
+
+def test_integer_div_truncates_and_fails_on_zero_like_onnxruntime():
+    model = make_model(
+        [node("Div", ["a", "b"], "y")], {"a": (np.int32, [5]), "b": (np.int32, [5])}, ["y"]
+    )
+    low = np.iinfo(np.int32).min
+    a = np.array([7, -7, 5, low, low], np.int32)
+    b = np.array([2, 2, low, -1, 3], np.int32)
+    report = assert_matches_onnxruntime(model, ALL, {"a": a, "b": b}, rtol=0, atol=0)
+    assert [p.backend for p in report.plan.partitions] == ["examplejson"]
+    with pytest.raises(byoc.BackendError, match="integer Div divided by zero"):
+        static = {**ALL, "compile": {"placement": "static"}}
+        byoc.compile(model, static).run({"a": a, "b": np.zeros(5, np.int32)})
+
+
 def test_ops_are_at_least_25():
     hook = byoc.plugins.registry()
     assert len(hook.supported_ops("examplejson", {})) >= 25

@@ -10,7 +10,10 @@ In your plugin's ``tests/test_conformance.py``::
         return "mybackend"
 
 Override ``backend_config`` (the byoc config, a dict) or ``backend_tolerance`` (rtol, atol) the
-same way when your backend needs options or looser comparisons. The suite checks that:
+same way when your backend needs options or looser comparisons, and ``backend_known_failures``
+to list the special-value cases your backend is known to get wrong: the tests holding them
+report them as an expected failure (xfail) with your reasons, and fail once one of them passes.
+The suite checks that:
 
 - every op type the backend claims, for which ``byoc.testing.ops.OP_CASES`` has a representative
   node, compiles and matches onnxruntime (one test over the claimed ops: nothing is generated,
@@ -18,6 +21,12 @@ same way when your backend needs options or looser comparisons. The suite checks
   representative nodes the backend refuses in warnings);
 - every pattern of its pattern table forms its composite on a graph built from the pattern,
   compiles and matches onnxruntime (patterns that cannot be built are reported as warnings);
+- those claimed ops and patterns match onnxruntime on special values too (NaN, +inf, -inf,
+  -0.0 and subnormals, ``byoc.testing.ops.SPECIAL_VALUES``; NaN equals NaN, and -0.0 equals
+  0.0 as in IEEE), and their int32 and int64 forms on the dtypes' limits, exactly; an integer
+  division by zero fails, as in onnxruntime, with a ``byoc.BackendError``;
+- nodes onnxruntime refuses (inputs of mixed types, an unreleased opset, a wrongly declared
+  output type) are not claimed;
 - artifacts survive serialize -> deserialize and run the same, and damaged bytes raise
   ``byoc.ArtifactError``;
 - an op it does not claim falls back to onnxruntime, values flowing between the two;
@@ -37,6 +46,7 @@ from typing import Any
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import helper
 
@@ -44,18 +54,33 @@ import byoc
 from byoc.errors import ArtifactError
 from byoc.pipeline import resolve_backends
 from byoc.plugins import registry
+from byoc.testing.build import IR_VERSION
 from byoc.testing.kit import assert_matches_onnxruntime
-from byoc.testing.ops import OP_CASES, pattern_model, single_op_model
+from byoc.testing.ops import (
+    DIVISORS,
+    INTEGER_DTYPES,
+    OP_CASES,
+    SPECIAL_VALUES,
+    edge_feeds,
+    integer_case,
+    pattern_model,
+    single_op_model,
+    special_feeds,
+)
 from byoc.units import create_runtime
 
 __all__ = [
     "backend_config",
+    "backend_known_failures",
     "backend_tolerance",
     "conformance_backend",
     "test_backend_is_listed",
     "test_claimed_ops_match_onnxruntime",
+    "test_claimed_ops_on_integer_edges",
+    "test_claimed_ops_on_special_values",
     "test_claimed_ops_without_a_case",
     "test_damaged_artifacts_are_refused",
+    "test_nodes_onnxruntime_refuses_are_not_claimed",
     "test_patterns_match_onnxruntime",
     "test_run_is_thread_safe",
     "test_serialize_deserialize_runs_the_same",
@@ -97,6 +122,15 @@ def backend_config(conformance_backend: str) -> dict[str, Any]:
 def backend_tolerance() -> tuple[float, float]:
     """(rtol, atol) for comparisons with onnxruntime. Override for looser backends."""
     return 1e-4, 1e-5
+
+
+@pytest.fixture
+def backend_known_failures() -> dict[tuple[str, str], str]:
+    """``{(op type or pattern name, case): why}``: cases the backend is known to get wrong,
+    expected to fail (strict xfail). A case is a key of ``SPECIAL_VALUES``, a dtype of
+    ``INTEGER_DTYPES`` (its limits), ``"<dtype> / 0"``, or one of the refused nodes of
+    ``test_nodes_onnxruntime_refuses_are_not_claimed`` (as its failure message names it)."""
+    return {}
 
 
 def _table(config: Mapping[str, Any], backend: str) -> dict[str, Any]:
@@ -190,6 +224,205 @@ def test_patterns_match_onnxruntime(
     for note in notes:
         warnings.warn(f"conformance, backend {conformance_backend}: pattern {note}", stacklevel=1)
     assert not failures, "patterns that do not match onnxruntime:\n" + "\n".join(failures)
+
+
+# -- special values ---------------------------------------------------------------------------
+
+
+def _mismatch(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str | None:
+    """Why ``got`` is not onnxruntime's ``want``, or None: floats within tolerance (NaN equals
+    NaN, inf equals inf), everything else exactly."""
+    if got.dtype != want.dtype or got.shape != want.shape:
+        return f"got {got.dtype}{list(got.shape)}, onnxruntime {want.dtype}{list(want.shape)}"
+    if want.dtype.kind == "f":
+        close = np.isclose(got, want, rtol, atol, equal_nan=True)
+    else:
+        close = got == want
+    if close.all():
+        return None
+    shown = ", ".join(f"{got[i]} for {want[i]}" for i in map(tuple, np.argwhere(~close)[:3]))
+    return f"{np.count_nonzero(~close)} of {close.size} values differ ({shown}, ...)"
+
+
+def _difference(
+    compiled: byoc.CompiledModel | str,
+    reference: Any,
+    inputs: dict[str, np.ndarray],
+    tolerance: tuple[float, float],
+) -> str | None:
+    """Why byoc's results on ``inputs`` are not onnxruntime's, or None. Where onnxruntime
+    fails, byoc must fail too, with a ``byoc.BackendError``. ``compiled`` is a str when
+    compiling failed: why."""
+    if isinstance(compiled, str):
+        return compiled
+    try:
+        want = reference.run(compiled.outputs, inputs)
+    except Exception as exc:
+        try:
+            compiled.run(inputs)
+        except byoc.BackendError:
+            return None
+        except Exception as ours:
+            return f"raised {type(ours).__name__}, not a byoc.BackendError: {ours}"
+        return f"returned values where onnxruntime fails ({str(exc)[:120]})"
+    try:
+        got = compiled.run(inputs)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    for name, value in zip(compiled.outputs, want, strict=True):
+        why = _mismatch(np.asarray(got[name]), np.asarray(value), *tolerance)
+        if why:
+            return f"output {name}: {why}"
+    return None
+
+
+def _claimed_model(
+    model: onnx.ModelProto, config: dict[str, Any]
+) -> tuple[byoc.CompiledModel | str, ort.InferenceSession] | None:
+    """The model compiled (or why compiling failed) and its onnxruntime reference, or None
+    when the backend claims nothing of it or onnxruntime cannot run it (an integer kernel it
+    lacks)."""
+    if not byoc.partition(model, config).partitions:
+        return None
+    try:
+        reference = ort.InferenceSession(
+            model.SerializeToString(), providers=["CPUExecutionProvider"]
+        )
+    except Exception:
+        return None
+    try:
+        return byoc.compile(model, config), reference
+    except Exception as exc:
+        return f"compiling failed: {type(exc).__name__}: {exc}", reference
+
+
+def _verdict(
+    results: dict[tuple[str, str], str | None], known: Mapping[tuple[str, str], str]
+) -> None:
+    """Fail on unexpected mismatches and on known failures that now pass; xfail on the rest."""
+    unexpected = [
+        f"{k[0]} on {k[1]}: {why}" for k, why in results.items() if why and k not in known
+    ]
+    fixed = [f"{k[0]} on {k[1]}" for k in known if k in results and results[k] is None]
+    assert not unexpected, "cases that do not match onnxruntime:\n" + "\n".join(unexpected)
+    assert not fixed, "known failures that pass now (strict): " + ", ".join(fixed)
+    failing: dict[str, list[str]] = {}  # why -> the cases
+    for key, why in known.items():
+        if results.get(key):
+            failing.setdefault(why, []).append(f"{key[0]} on {key[1]}")
+    if failing:
+        pytest.xfail("; ".join(f"{', '.join(cases)}: {why}" for why, cases in failing.items()))
+
+
+def test_claimed_ops_on_special_values(
+    conformance_backend: str,
+    backend_config: dict[str, Any],
+    backend_tolerance: tuple[float, float],
+    backend_known_failures: dict[tuple[str, str], str],
+) -> None:
+    """Each claimed op's representative node, and each pattern's graph, matches onnxruntime
+    with NaN, +inf, -inf, -0.0 and subnormals in its float inputs."""
+    examples = [
+        (op_type, single_op_model(op_type))
+        for op_type in sorted(set(_claimed(backend_config, conformance_backend)) & set(OP_CASES))
+    ]
+    table = registry().pattern_table(
+        conformance_backend, _table(backend_config, conformance_backend)
+    )
+    for name, pattern, _check in table:
+        try:
+            examples.append((name, pattern_model(pattern)))
+        except LookupError:
+            continue  # test_patterns_match_onnxruntime warns about it
+    results: dict[tuple[str, str], str | None] = {}
+    for name, (model, feeds) in examples:
+        if not any(v.dtype.kind == "f" for v in feeds.values()):
+            continue
+        found = _claimed_model(model, backend_config)
+        if found is None:
+            continue
+        for value in SPECIAL_VALUES:
+            results[name, value] = _difference(
+                *found, special_feeds(feeds, value), backend_tolerance
+            )
+    _verdict(results, backend_known_failures)
+
+
+def test_claimed_ops_on_integer_edges(
+    conformance_backend: str,
+    backend_config: dict[str, Any],
+    backend_known_failures: dict[tuple[str, str], str],
+) -> None:
+    """Each claimed op's representative node made int32 and int64 (where ONNX defines it and
+    onnxruntime runs it) matches onnxruntime exactly on the dtype's limits; an integer division
+    by zero fails as in onnxruntime."""
+    results: dict[tuple[str, str], str | None] = {}
+    for op_type in sorted(set(_claimed(backend_config, conformance_backend)) & set(OP_CASES)):
+        for dtype in INTEGER_DTYPES:
+            case = integer_case(op_type, dtype)
+            if case is None:
+                continue
+            model, feeds = single_op_model(op_type, case)
+            found = _claimed_model(model, backend_config)
+            if found is None:
+                continue
+            divisor = model.graph.node[0].input[DIVISORS[op_type]] if op_type in DIVISORS else None
+            edges = edge_feeds(feeds, divisor)
+            results[op_type, dtype] = _difference(*found, edges, (0.0, 0.0))
+            if divisor in feeds:
+                zero = {**feeds, divisor: np.zeros_like(feeds[divisor])}
+                results[op_type, f"{dtype} / 0"] = _difference(*found, zero, (0.0, 0.0))
+    _verdict(results, backend_known_failures)
+
+
+def test_nodes_onnxruntime_refuses_are_not_claimed(
+    conformance_backend: str,
+    backend_config: dict[str, Any],
+    backend_known_failures: dict[tuple[str, str], str],
+) -> None:
+    """A node onnxruntime would refuse stays on onnxruntime (which then reports it): an Add of
+    float32 and int32, a node at an opset no ONNX release has, an output of a declared type
+    the op does not make."""
+    claimed = _claimed(backend_config, conformance_backend)
+    unary = next((u for u in _UNARY if u in claimed), None)
+    models = {}
+    if "Add" in claimed:
+        models["Add", "float32 + int32"] = _node_model("Add", ["x", "i"])
+    if unary:
+        models[unary, "opset 999"] = _node_model(unary, ["x"], opset=999)
+        models[unary, "an output declared int32"] = _node_model(
+            unary, ["x"], onnx.TensorProto.INT32
+        )
+    if not models:
+        pytest.skip("the backend claims none of Add, " + ", ".join(_UNARY))
+    results = {
+        key: "claimed, though onnxruntime refuses it" if _claims(model, backend_config) else None
+        for key, model in models.items()
+    }
+    _verdict(results, backend_known_failures)
+
+
+def _claims(model: onnx.ModelProto, config: dict[str, Any]) -> bool:
+    try:
+        return bool(byoc.partition(model, config).partitions)
+    except byoc.ModelError:  # byoc refuses the whole model, before any backend sees it
+        return False
+
+
+def _node_model(
+    op_type: str, inputs: list[str], out: int = onnx.TensorProto.FLOAT, opset: int = 17
+) -> onnx.ModelProto:
+    """One node on float32 'x' and int32 'i' of shape [2, 3], its output declared ``out``."""
+    types = {"x": onnx.TensorProto.FLOAT, "i": onnx.TensorProto.INT32}
+    graph = helper.make_graph(
+        [helper.make_node(op_type, inputs, ["y"], name="node")],
+        "refused",
+        [helper.make_tensor_value_info(n, types[n], [2, 3]) for n in inputs],
+        [helper.make_tensor_value_info("y", out, [2, 3])],
+    )
+    return helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", opset)], ir_version=IR_VERSION
+    )
 
 
 # -- artifacts --------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ import numpy as np
 from byoc import NodeView, Partition
 
 from byoc_ccompiler import __version__
-from byoc_ccompiler.ops import CTYPES, OPS, Emit, emit, literal, output_dtype
+from byoc_ccompiler.ops import CTYPES, OPS, Emit, divides_integers, emit, literal, output_dtype
 
 # Constants bigger than this are refused by the checks; smaller ones are embedded as arrays.
 MAX_CONSTANT_ELEMENTS = 1 << 16
@@ -126,6 +126,18 @@ class _Kernel:
     shape: tuple[int, ...]
     reads: dict[str, _Buffer] = field(default_factory=dict)  # value -> buffer
     writes: dict[str, _Buffer] = field(default_factory=dict)
+
+    @property
+    def divides(self) -> bool:
+        """It divides integers: it returns 1 when a divisor is 0 (onnxruntime fails there)."""
+        return any(divides_integers(v.op_type, _dtype(v)) for v in self.views)
+
+
+def _dtype(view: NodeView) -> str:
+    """T of a node: the dtype of the input that defines it."""
+    t = view.input_type(OPS[view.op_type].t_input)
+    assert t is not None and t.dtype is not None
+    return t.dtype.name
 
 
 def generate(partition: Partition, options: Options) -> tuple[str, list[Tensor], list[Tensor]]:
@@ -278,10 +290,15 @@ def _kernel_source(
     ]
     params += [f"{CTYPES[b.dtype]} *restrict {b.cname}" for b in kernel.writes.values()]
     names = ", ".join(f"{v.op_type} {_text(v.name)}" for v in kernel.views)
+    kind = "int" if kernel.divides else "void"
     lines = [
         f"/* kernel {kernel.index}: {names}; shape {list(shape)} */",
-        _joined(f"static void {symbol}_kernel_{kernel.index}", params or ["void"], " {"),
+        _joined(f"static {kind} {symbol}_kernel_{kernel.index}", params or ["void"], " {"),
     ]
+    reduction = ""
+    if kernel.divides:
+        lines.append("  int zero_divisor = 0;")
+        reduction = " reduction(|:zero_divisor)"
     total = math.prod(dims)
     parallel = options.openmp and total >= options.omp_min_elements
     idx = [f"i{d}" for d in range(len(dims))]
@@ -290,7 +307,7 @@ def _kernel_source(
     outer = len(dims) - 1 + (1 if chunked else 0)  # loops OpenMP shares out
     if parallel:
         collapse_clause = f" collapse({outer})" if outer > 1 else ""
-        lines.append(f"  #pragma omp parallel for{collapse_clause} schedule(static)")
+        lines.append(f"  #pragma omp parallel for{collapse_clause} schedule(static){reduction}")
     pad = "  "
     for d in range(len(dims) - 1):
         lines.append(f"{pad}for (int64_t {idx[d]} = 0; {idx[d]} < {dims[d]}; ++{idx[d]})")
@@ -305,10 +322,10 @@ def _kernel_source(
             f"{pad}const int64_t end = c * {step} + {step} < {inner} ? c * {step} + {step} "
             f": {inner};"
         )
-        lines.append(f"{pad}#pragma omp simd")
+        lines.append(f"{pad}#pragma omp simd{reduction}")
         lines.append(f"{pad}for (int64_t {last} = c * {step}; {last} < end; ++{last}) {{")
     else:
-        lines.append(f"{pad}#pragma omp simd")
+        lines.append(f"{pad}#pragma omp simd{reduction}")
         lines.append(f"{pad}for (int64_t {last} = 0; {last} < {inner}; ++{last}) {{")
     closers.append(pad + "}")
     pad += "  "
@@ -341,19 +358,21 @@ def _kernel_source(
                 args.append(literal(known.reshape(()).item(), known.dtype.name))
             else:
                 args.append(atoms[x])
-        op = OPS[view.op_type]
-        t = view.input_type(op.t_input)
-        assert t is not None and t.dtype is not None
-        out_dtype = output_dtype(view.op_type, view.attrs, t.dtype.name)
+        dtype = _dtype(view)
+        out_dtype = output_dtype(view.op_type, view.attrs, dtype)
         assert out_dtype is not None
-        e = Emit(args, view.attrs, t.dtype.name, opset, consts, out_dtype)
+        e = Emit(args, view.attrs, dtype, opset, consts, out_dtype)
         out = view.outputs[0]
         atoms[out] = f"t{k}"
         lines.append(f"{pad}/* {view.op_type} {_text(view.name)} -> {_text(out)} */")
         lines.append(f"{pad}const {CTYPES[out_dtype]} t{k} = {emit(view.op_type, e)};")
+        if divides_integers(view.op_type, dtype):
+            lines.append(f"{pad}zero_divisor |= {e.b} == 0;")
         if out in kernel.writes:
             lines.append(f"{pad}{at(kernel.writes[out].cname)} = t{k};")
     lines += reversed(closers)
+    if kernel.divides:
+        lines.append("  return zero_divisor;")
     lines += ["}", ""]
     return lines
 
@@ -384,12 +403,16 @@ def _subgraph(
         lines.append(
             f"  if ({' || '.join(f'{b.cname} == NULL' for b in temps)}) {{ {frees} return 1; }}"
         )
+    divides = any(k.divides for k in kernels)
+    if divides:
+        lines.append("  int zero_divisor = 0;")
     for kernel in kernels:
         args = list(dict.fromkeys(b.cname for b in kernel.reads.values() if not b.is_const))
         args += [b.cname for b in kernel.writes.values()]
-        lines.append(_joined(f"{symbol}_kernel_{kernel.index}", args, ";", "  "))
+        call = f"{'zero_divisor |= ' if kernel.divides else ''}{symbol}_kernel_{kernel.index}"
+        lines.append(_joined(call, args, ";", "  "))
     lines += [f"  free({b.cname});" for b in temps]
-    lines += ["  return 0;", "}", ""]
+    lines += ["  return zero_divisor ? 2 : 0;" if divides else "  return 0;", "}", ""]
     return lines
 
 
@@ -402,7 +425,8 @@ def _wrapper(symbol: str, inputs: list[Tensor], outputs: list[Tensor]) -> list[s
     for k, (kind, t) in enumerate(everything):
         lines.append(f" *   args[{k}] {kind} {_text(t.name)} {t.dtype}{list(t.shape)}")
     lines += [
-        " * Returns 0, or 1 when memory for the intermediates cannot be allocated. */",
+        " * Returns 0, 1 when memory for the intermediates cannot be allocated, or 2 when an",
+        " * integer Div divided by zero (onnxruntime fails there: the outputs are not valid). */",
         f"int {symbol}(void *const *args) {{",
     ]
     casts = [f"(const {CTYPES[t.dtype]} *)args[{k}]" for k, t in enumerate(inputs)]

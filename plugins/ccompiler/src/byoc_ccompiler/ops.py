@@ -109,7 +109,9 @@ def _arith(symbol: str) -> Callable[[Emit], str]:
 
 
 def _div(e: Emit) -> str:
-    if e.dtype in INTS:  # x / 0 and MIN / -1 trap in C; they give 0 and -MIN here
+    """x / 0 and MIN / -1 trap in C; they give 0 and MIN (wrapped) here. The kernel notes
+    an integer x / 0 (``divides_integers``) and the partition fails, as onnxruntime does."""
+    if e.dtype in INTS:
         neg = _wrap(e, f"{_u(e, '0')} - {_u(e, e.a)}")
         return f"({e.b} == 0 ? 0 : ({e.b} == -1 ? {neg} : {e.a} / {e.b}))"
     return f"({e.a} / {e.b})"
@@ -132,12 +134,14 @@ def _abs(e: Emit) -> str:
 
 
 def _fold(pick: str) -> Callable[[Emit], str]:
-    """Variadic Max/Min: ``pick`` is ``>`` or ``<``."""
+    """Variadic Max/Min: ``pick`` is ``>`` or ``<``. A NaN operand gives NaN, as in
+    onnxruntime: a NaN ``x`` is taken by ``x != x``, a NaN ``acc`` fails the comparison."""
 
     def emit(e: Emit) -> str:
         acc = e.a
-        for x in e.args[1:]:
-            acc = select(f"{acc} {pick} {x}", acc, x, e.dtype)
+        for x in filter(None, e.args[1:]):
+            take = f"{x} {pick} {acc}" if e.dtype in INTS else f"({x} {pick} {acc} || {x} != {x})"
+            acc = select(take, x, acc, e.dtype)
         return acc
 
     return emit
@@ -187,11 +191,12 @@ def _clip(e: Emit) -> str:
 
 def _relu(e: Emit) -> str:
     zero = e.lit(0)
-    return select(f"{e.a} > {zero}", e.a, zero, e.dtype)
+    return select(f"{e.a} < {zero}", zero, e.a, e.dtype)  # NaN fails the test: NaN out
 
 
 def _sign(e: Emit) -> str:
-    return f"({CTYPES[e.dtype]})(({e.a} > 0) - ({e.a} < 0))"
+    sign = f"({CTYPES[e.dtype]})(({e.a} > 0) - ({e.a} < 0))"
+    return sign if e.dtype in INTS else select(f"{e.a} != {e.a}", e.a, sign, e.dtype)
 
 
 def _gelu(e: Emit) -> str:
@@ -325,6 +330,11 @@ def output_dtype(op_type: str, attrs: dict[str, Any], t: str) -> str | None:
             return None
         return name if name in CTYPES else None
     return op.out or t
+
+
+def divides_integers(op_type: str, dtype: str) -> bool:
+    """The node divides integers: its kernel must check the divisor for 0."""
+    return op_type == "Div" and dtype in INTS
 
 
 def emit(op_type: str, e: Emit) -> str:

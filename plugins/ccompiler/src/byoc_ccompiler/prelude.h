@@ -86,7 +86,8 @@ static inline float byoc_log(float x) {
 }
 
 /* tanh: odd rational approximation on [-7.9, 7.9] (as in Eigen and MLAS), within 3 ulp of +-1
- * at the ends. The clamps keep NaN (their comparisons are false), so NaN comes out. */
+ * at the ends; exactly +-1 beyond 9.01, where tanh rounds to it (so a tanh Gelu of -inf is
+ * -inf * 0 = NaN, as in onnxruntime). The clamps keep NaN (their comparisons are false). */
 static inline float byoc_tanh(float x) {
   float xc = byoc_select(x < -7.90531110763549805f, -7.90531110763549805f, x);
   xc = byoc_select(xc > 7.90531110763549805f, 7.90531110763549805f, xc);
@@ -103,11 +104,12 @@ static inline float byoc_tanh(float x) {
   q = x2 * q + 1.18534705686654e-04f;
   q = x2 * q + 2.26843463243900e-03f;
   q = x2 * q + 4.89352518554385e-03f;
-  return p / q;
+  return byoc_select(fabsf(x) > 9.01f, copysignf(1.0f, x), p / q);
 }
 
 /* erf: odd rational |x| P(x^2) / Q(x^2), least-squares fitted on [0, 3.92] (within 6 ulp, about
- * 3.5e-7 absolute); erf(3.92) rounds to 1. NaN stays NaN (the comparisons are false). */
+ * 3.5e-7 absolute); from 3.92 on, erf rounds to exactly 1 (so Gelu(-inf) is -inf * 0 = NaN, as
+ * in onnxruntime). NaN stays NaN (the comparisons are false). */
 static inline float byoc_erf(float x) {
   const float a = byoc_select(fabsf(x) > 3.92f, 3.92f, fabsf(x));
   const float t = a * a;
@@ -125,7 +127,7 @@ static inline float byoc_erf(float x) {
   q = q * t + 0.497009605f;
   q = q * t + 1.0f;
   const float r = a * p / q;
-  return copysignf(byoc_select(r > 1.0f, 1.0f, r), x);
+  return copysignf(byoc_select(r > 1.0f || a == 3.92f, 1.0f, r), x);
 }
 
 /* 1 / (1 + e^-x); the clamped e^-x gives the same answers as the inf and 0 cases would */

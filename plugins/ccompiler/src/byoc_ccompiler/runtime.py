@@ -49,6 +49,11 @@ class Module:
             arrays.append(value)
         outputs = [np.empty(t.shape, t.dtype) for t in self.outputs]
         buffers = [self._ffi.from_buffer(a) for a in arrays + outputs]
-        if self._fn(self._ffi.new("void *[]", buffers)) != 0:
+        status = self._fn(self._ffi.new("void *[]", buffers))
+        if status == 2:
+            raise ZeroDivisionError(
+                f"{self.symbol}: an integer Div divided by zero (onnxruntime fails there too)"
+            )
+        if status != 0:
             raise BackendError(f"{self.symbol}: out of memory for intermediate buffers")
         return outputs

@@ -115,6 +115,9 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
             },
             k.output,
         )
+    hosted = {m for n in nodes if n["op"] == "host" for m in n["members"]}
+    if hosted and not any(n["op"] == "kernel" for n in nodes):
+        raise NodesRefused(dict.fromkeys(hosted, "its partition has no oneDNN kernel to run"))
     heads = []
     for name in partition.outputs:
         if name not in ids:  # e.g. a constant folded to an output; rare

@@ -24,9 +24,12 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    if a.dtype.kind in "iu":  # ONNX integer division truncates toward zero
-        return (np.abs(a) // np.abs(b) * (np.sign(a) * np.sign(b))).astype(a.dtype)
-    return np.divide(a, b)
+    if a.dtype.kind not in "iu":
+        return np.divide(a, b)
+    if np.any(b == 0):
+        raise ZeroDivisionError("an integer Div divided by zero (onnxruntime fails there too)")
+    q = a // b  # floors; ONNX truncates toward zero (MIN // -1 wraps to MIN, as in onnxruntime)
+    return (q + ((q * b != a) & ((a < 0) != (b < 0)))).astype(a.dtype)
 
 
 def _axes(x: np.ndarray, axes: Any) -> tuple[int, ...] | None:
