@@ -12,7 +12,7 @@ import onnx
 from byoc import plugins
 from byoc.compiled import CompiledModel, Step
 from byoc.config import Config, load_config
-from byoc.errors import ArtifactError, BackendError
+from byoc.errors import ArtifactError, BackendError, ModelError
 from byoc.pipeline import ConfigLike, partition, resolve_backends
 from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry
@@ -37,6 +37,18 @@ def fallback_config(cfg: Config, plan: Plan, reg: Registry) -> dict[str, Any]:
             if key not in cfg.fallback_explicit:
                 table[key] = value
     return table
+
+
+def _onnxruntime_loads(plan: Plan) -> None:
+    """A ModelError when onnxruntime refuses the model as read (mismatched input types, an
+    opset it does not know): a segment it refuses is then no fault of byoc's."""
+    import onnxruntime as ort
+
+    source = plan.source if plan.source is not None else plan.model
+    try:
+        ort.InferenceSession(source.SerializeToString(), providers=["CPUExecutionProvider"])
+    except Exception as exc:
+        raise ModelError(f"onnxruntime (the reference) cannot load the model: {exc}") from None
 
 
 def build(
@@ -70,9 +82,14 @@ def build(
             progress(i, len(plan.schedule), unit.name)
         table = fb if unit.backend == FALLBACK else tables[unit.backend]
         made = reuse(unit) if reuse is not None else None
-        artifact, runtime = (
-            made if made is not None else compile_unit(reg, unit.backend, unit, table)
-        )
+        try:
+            artifact, runtime = (
+                made if made is not None else compile_unit(reg, unit.backend, unit, table)
+            )
+        except BackendError:
+            if unit.backend == FALLBACK:
+                _onnxruntime_loads(plan)  # the model's fault, not byoc's: a ModelError
+            raise
         steps.append(Step(unit, artifact, runtime))
     used = {p.backend for p in plan.partitions}
     return CompiledModel(

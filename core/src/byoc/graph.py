@@ -63,6 +63,25 @@ class TensorType:
         return f"{self.dtype if self.dtype is not None else '?'}[{dims}]"
 
 
+def _made_size(op: str, args: list[np.ndarray | None]) -> int:
+    """How many elements ``op`` makes of these constant inputs, where that is known before
+    running it (Range, Expand, Tile: their output can be far larger than their inputs); 0
+    where it is not."""
+    try:
+        scalars = [float(a.reshape(-1)[0]) for a in args if a is not None and a.size == 1]
+        if op == "Range" and len(scalars) == 3:
+            start, limit, delta = scalars
+            return max(int(np.ceil((limit - start) / delta)), 0) if delta else 1 << 62
+        if op == "Expand" and len(args) == 2 and args[0] is not None and args[1] is not None:
+            shape = np.broadcast_shapes(args[0].shape, tuple(int(d) for d in args[1].reshape(-1)))
+            return int(np.prod(shape, dtype=object))
+        if op == "Tile" and len(args) == 2 and args[0] is not None and args[1] is not None:
+            return int(args[0].size * np.prod(args[1].astype(object), dtype=object))
+    except (ValueError, OverflowError, TypeError):  # bad shapes: the evaluation refuses them
+        return 1 << 62
+    return 0
+
+
 def _fold_op(
     op: str, x: np.ndarray, second: np.ndarray | None, attrs: dict[str, Any]
 ) -> np.ndarray:
@@ -309,6 +328,8 @@ class Graph:
                 return False
         elif any(v.size > limit for v in args.values()):
             return False
+        if _made_size(op, [args.get(n) for n in names]) > limit:
+            return False  # known before evaluating it: a Range to 2**40 would take terabytes
         try:
             value = _evaluate(node, args, self.model.opset_import)
         except Exception:  # onnx's reference refused it: the node stays

@@ -30,19 +30,19 @@ def byoc_register_backends(register: Callable[..., None]) -> None:
     Collecting hook: every plugin is called once, when the plugin manager is built.
 
     :param register: call ``register(name, version=..., available=..., options=...,
-        min_partition_nodes=..., priority=..., prune=..., fallback_defaults=...,
-        build=..., reference=..., description=...)`` once per backend. ``available`` is a
-        callable returning ``None`` when the backend can be used, or a reason string when it
-        cannot (no C compiler, library missing). ``options`` maps each key of the backend's own ``[backend.<name>]``
-        table to ``(type, default, help)``. ``priority`` orders backends when the config gives no
-        ``backends`` list (higher first). ``prune(nodes: list[NodeView])`` returns a reason to
-        send a too-small partition back to onnxruntime, or None to keep it.
-        ``fallback_defaults`` gives ``[fallback]`` values to use, when the user sets none,
-        while this backend has partitions (e.g. ``{"allow_spinning": False}``). ``build()``
-        returns what besides ``version`` decides the backend's speed (a hash of its native
-        sources and of the library it links): measured placement's cached verdicts are keyed by
-        it, so a rebuilt native part is timed again. ``reference=True`` marks a backend that is
-        not meant for speed (a reference or teaching backend): it is used only when the
+        min_partition_nodes=..., priority=..., prune=..., fallback_defaults=..., build=...,
+        reference=..., description=...)`` once per backend. ``available`` is a callable
+        returning ``None`` when the backend can be used, or a reason string when it cannot (no C
+        compiler, library missing). ``options`` maps each key of the backend's own
+        ``[backend.<name>]`` table to ``(type, default, help)``. ``priority`` orders backends
+        when the config gives no ``backends`` list (higher first). ``prune(nodes:
+        list[NodeView])`` returns a reason to send a too-small partition back to onnxruntime, or
+        None to keep it. ``fallback_defaults`` gives ``[fallback]`` values to use, when the user
+        sets none, while this backend has partitions (e.g. ``{"allow_spinning": False}``).
+        ``build()`` returns what besides ``version`` decides the backend's speed (a hash of its
+        native sources and of the library it links): measured placement's cached verdicts are
+        keyed by it, so a rebuilt native part is timed again. ``reference=True`` marks a backend
+        that is not meant for speed (a reference or teaching backend): it is used only when the
         config's ``backends`` names it.
     """
 

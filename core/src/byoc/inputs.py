@@ -95,6 +95,8 @@ _INDEXES = {
     ("EmbedLayerNormalization", 0): (2, 0),  # onnxruntime's fused BERT embedding
     ("EmbedLayerNormalization", 1): (3, 0),
 }
+# (op, input index) of divisors: an integer input that reaches one is never 0.
+_DIVISORS = {("Div", 1), ("Mod", 1)}
 # Ops that read an integer input as a mask (cast to float or bool, compared, selected by).
 _MASKS = {"Where", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessOrEqual",
           "GreaterOrEqual", "Cast"}  # fmt: skip
@@ -103,14 +105,15 @@ _MASKS = {"Where", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessO
 def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
     """``[low, high)`` for integer inputs whose meaning the graph gives away: an input that
     reaches a Gather's indices (through reshapes, casts, slices...) indexes the smallest
-    gathered axis it reaches; else one that reaches a cast, a comparison, Where or logic is
-    a mask (0 or 1). Inputs of other uses are not listed."""
+    gathered axis it reaches; else one that divides (Div, Mod) is never 0; else one that
+    reaches a cast, a comparison, Where or logic is a mask (0 or 1). Inputs of other uses are
+    not listed."""
     out: dict[str, tuple[int, int]] = {}
     for name in graph.inputs:
         t = graph.type_of(name)
         if t is None or t.dtype is None or t.dtype.kind not in "iu":
             continue
-        bound, mask, seen, todo = None, False, {name}, [name]
+        bound, mask, divisor, seen, todo = None, False, False, {name}, [name]
         while todo:
             value = todo.pop()
             for i in graph.consumers.get(value, ()):
@@ -123,6 +126,7 @@ def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
                         if size:
                             bound = size if bound is None else min(bound, size)
                 mask = mask or node.op_type in _MASKS
+                divisor = divisor or any((node.op_type, k) in _DIVISORS for k in slots)
                 if node.op_type in _PASS_VALUES and 0 in slots:
                     for out_name in node.output:
                         if out_name and out_name not in seen:
@@ -130,6 +134,8 @@ def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
                             todo.append(out_name)
         if bound is not None:
             out[name] = (0, bound)
+        elif divisor:
+            out[name] = (1, 10)
         elif mask:
             out[name] = (0, 2)
     return out

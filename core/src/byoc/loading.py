@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper
 
 from byoc.errors import ModelError
 from byoc.graph import subgraph_reads
@@ -73,6 +73,7 @@ def specialize(
         ) from exc
     _check_opsets(proto)
     _check_attributes(proto.graph)
+    _check_ranges(proto.graph)
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as exc:
@@ -132,6 +133,31 @@ def _check_attributes(graph: onnx.GraphProto) -> None:
         for a in node.attribute:
             for sub in [a.g] if a.HasField("g") else list(a.graphs):
                 _check_attributes(sub)
+
+
+_MAX_RANGE = 1 << 28  # elements: ONNX shape inference computes a constant Range's values
+
+
+def _check_ranges(graph: onnx.GraphProto) -> None:
+    """A Range of constant bounds makes at most ``_MAX_RANGE`` elements: shape inference
+    (with data propagation) would compute a Range to 2**40 for minutes and gigabytes."""
+    scalars: dict[str, float] = {}
+    for t in graph.initializer:
+        if len(t.dims) == 0 or list(t.dims) == [1]:
+            scalars[t.name] = float(numpy_helper.to_array(t).reshape(-1)[0])
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute and node.attribute[0].HasField("t"):
+            value = numpy_helper.to_array(node.attribute[0].t)
+            if value.size == 1:
+                scalars[node.output[0]] = float(value.reshape(-1)[0])
+        if node.op_type == "Range" and all(n in scalars for n in node.input[:3]):
+            start, limit, delta = (scalars[n] for n in node.input[:3])
+            count = np.ceil((limit - start) / delta) if delta else np.inf
+            if not count <= _MAX_RANGE:
+                raise ModelError(
+                    f"node '{node.name}' (Range) would make {count:.0f} elements "
+                    f"({start:g} to {limit:g} by {delta:g}); at most {_MAX_RANGE} are allowed"
+                )
 
 
 def _check_initializers(graph: onnx.GraphProto) -> None:

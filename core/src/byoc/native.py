@@ -100,9 +100,12 @@ def probe(cc: str, cflags: tuple[str, ...] | None, language: str = "c") -> Toolc
     ``-march=native``, ``-fno-math-errno``, ``-fno-trapping-math`` and ``-fopenmp`` (else
     ``-fopenmp-simd``) where the compiler takes them. Returns the toolchain, or why there is
     none (a sentence a user can act on)."""
-    words = shlex.split(cc)
-    path = shutil.which(words[0]) if words else None
     what = "C++" if language == "c++" else "C"
+    try:
+        words = shlex.split(cc)
+    except ValueError as exc:  # an unclosed quote
+        return f"{what} compiler {cc!r} is not a valid command line ({exc})"
+    path = shutil.which(words[0]) if words else None
     if path is None:
         return f"no working {what} compiler: {cc} not found"
     include = sysconfig.get_paths()["include"]

@@ -63,24 +63,29 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
     skipped: dict[str, str] = {
         n: "not used: a reference backend (not meant for speed), used only when `backends` names it"
         for n, b in known.items()
-        if n not in names and b.reference
+        if cfg.backends is None and b.reference
     }
     for name in names:
-        if name in broken:
-            skipped[name] = broken[name]
-            warnings.warn(f"backend '{name}' is not used: {broken[name]}", stacklevel=3)
-            continue
-        backend = known[name]
-        table = tables.get(name) or cfg.backend_table(name, backend.options)
-        if table["min_partition_nodes"] is None:
-            table["min_partition_nodes"] = backend.min_partition_nodes
-        reason = backend.unavailable_reason
-        if not table["enabled"]:
-            skipped[name] = f"disabled by [backend.{name}] enabled = false"
-        elif reason is not None:
+        backend = known.get(name)
+        table = None
+        if backend is not None:
+            table = tables.get(name) or cfg.backend_table(name, backend.options)
+            if table["min_partition_nodes"] is None:
+                table["min_partition_nodes"] = backend.min_partition_nodes
+            if not table["enabled"]:
+                skipped[name] = f"disabled by [backend.{name}] enabled = false"
+                continue
+        reason = broken[name] if backend is None else backend.unavailable_reason
+        if reason is not None and cfg.backends is not None:  # named: the user counts on it
+            raise ConfigError(
+                f"{cfg.source}: backend '{name}' is named in 'backends' but cannot be used: "
+                f"{reason}. Install what it needs, or remove it from 'backends'"
+            )
+        if reason is not None:  # only installed: the others still work
             skipped[name] = f"unavailable: {reason}"
             warnings.warn(f"backend '{name}' claims nothing: {reason}", stacklevel=3)
         else:
+            assert backend is not None and table is not None
             active.append(Active(backend, table))
     return active, skipped
 

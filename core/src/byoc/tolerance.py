@@ -34,7 +34,8 @@ def compare_arrays(
     both_nan = np.isnan(g) & np.isnan(w)
     diff = np.where(both_nan, 0.0, np.abs(g - w))
     diff = np.where(np.isinf(w) & (g == w), 0.0, diff)
-    ok = bool(np.all(diff <= atol + rtol * np.abs(np.where(both_nan, 0.0, w))))
+    bound = atol + rtol * np.abs(np.where(both_nan | np.isinf(w), 0.0, w))  # 0 * inf is NaN
+    ok = bool(np.all(diff <= bound))
     max_abs = float(np.max(diff))
     max_rel = float(np.max(diff / np.maximum(np.abs(np.where(both_nan, 1.0, w)), 1e-12)))
     return OutputReport(name, want.shape, max_abs, max_rel, ok)

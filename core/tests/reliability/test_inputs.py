@@ -184,3 +184,15 @@ def test_a_model_whose_integer_input_indexes_an_embedding_is_measured(monkeypatc
     placed = compiled.plan.placement
     assert not placed.note  # measured, not skipped
     assert placed.measurements and all(m.failure is None for m in placed.measurements)
+
+
+def test_a_random_integer_divisor_is_never_zero():
+    m = make_model(
+        [node("Reshape", ["d", "shape"], "d2"), node("Div", ["n", "d2"], "q")],
+        {"n": (np.int64, [64]), "d": (np.int64, [8, 8])},
+        ["q"],
+        constants={"shape": np.array([64], np.int64)},
+    )
+    inputs = byoc.random_inputs(m)
+    assert inputs["d"].min() >= 1 and inputs["n"].min() == 0
+    byoc.compare(m, {"backends": []})  # onnxruntime runs on them

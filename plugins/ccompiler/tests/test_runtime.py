@@ -178,12 +178,9 @@ def test_a_library_whose_sha256_differs_is_not_loaded(config, tmp_path):
         native.load(library, "ccompiler", str(tmp_path))
 
 
-def test_missing_compiler_claims_nothing_and_says_why(config):
-    cfg = config(cc="/nonexistent/cc")
-    plan = byoc.partition(chain_model(), cfg)
-    assert not plan.partitions
-    reasons = [r for b, r in plan.decisions["t"].refusals if b == "ccompiler"]
-    assert reasons == ["no working C compiler: /nonexistent/cc not found"]
+def test_a_configured_compiler_that_is_missing_is_a_config_error(config):
+    with pytest.raises(byoc.ConfigError, match="no working C compiler: /nonexistent/cc not found"):
+        byoc.partition(chain_model(), config(cc="/nonexistent/cc"))
     assert (
         native.probe("/nonexistent/cc", None) == "no working C compiler: /nonexistent/cc not found"
     )
@@ -196,10 +193,9 @@ def test_available_reports_a_missing_default_compiler(monkeypatch):
     assert plugin._available() is None
 
 
-def test_bad_cflags_give_a_reason(config):
-    plan = byoc.partition(chain_model(), config(cflags=["--no-such-flag"]))
-    assert not plan.partitions
-    assert "rejects cflags" in plan.decisions["t"].refusals[0][1]
+def test_bad_cflags_are_a_config_error(config):
+    with pytest.raises(byoc.ConfigError, match="rejects cflags"):
+        byoc.partition(chain_model(), config(cflags=["--no-such-flag"]))
 
 
 def _build_in_child(args: tuple[str, str, str]) -> str:

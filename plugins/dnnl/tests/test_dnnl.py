@@ -2346,19 +2346,25 @@ def test_artifact_source_is_tvm_style_json(compiled: byoc.CompiledModel) -> None
 
 def test_unavailable_backend_says_why_and_claims_nothing(tmp_path) -> None:  # type: ignore[no-untyped-def]
     env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path), CXX=str(tmp_path / "no-such-g++"))
+    env["BYOC_PLUGINS"] = "dnnl"  # installed, not named: a warning, no claims
     code = (
         "import warnings, byoc\n"
         "from byoc.testing.build import make_model, node\n"
         "import numpy as np\n"
         "warnings.simplefilter('ignore')\n"
         "m = make_model([node('Relu', ['x'], 'y')], {'x': [2, 3]}, ['y'])\n"
-        "print(byoc.partition(m, {'backends': ['dnnl']}).to_json()['partitions'])\n"
+        "print(byoc.partition(m).to_json()['partitions'])\n"
+        "try:\n"
+        "    byoc.partition(m, {'backends': ['dnnl']})\n"
+        "except byoc.ConfigError as exc:\n"
+        "    print(exc)\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    first, named = done.stdout.strip().splitlines()
+    assert first == "[]" and "'dnnl' is named in 'backends' but cannot be used" in named
     shown = subprocess.run(
         [sys.executable, "-m", "byoc.cli", "backends"],
         env=env,

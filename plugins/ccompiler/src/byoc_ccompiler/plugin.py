@@ -13,7 +13,7 @@ import byoc
 import numpy as np
 import onnx
 import onnxruntime as ort
-from byoc import ArtifactError, BackendError, NodeView, Partition, native
+from byoc import ArtifactError, BackendError, ConfigError, NodeView, Partition, native
 from byoc.native import Toolchain
 
 from byoc_ccompiler import __version__
@@ -92,6 +92,11 @@ def check(node: NodeView) -> str | None:
     opset = _opset(node)
     if opset < op.since:
         return f"{node.op_type} at opset {opset} (ccompiler implements opset {op.since}+)"
+    if opset > onnx.defs.onnx_opset_version():
+        return (
+            f"opset {opset} is newer than any ONNX release known here "
+            f"({onnx.defs.onnx_opset_version()}); onnxruntime refuses it too"
+        )
     if len(node.outputs) != 1:
         return f"{node.op_type} with {len(node.outputs)} outputs"
     n = len(node.inputs)
@@ -211,6 +216,12 @@ def onnxruntime_fuses(graph: Any) -> set[str]:
 
 def _checks(config: Mapping[str, Any]) -> dict[str, Any]:
     found = _toolchain(config)
+    configured = config.get("cflags") is not None or config.get("cc") not in (
+        None,
+        native.default_compiler("c"),
+    )
+    if isinstance(found, str) and configured:  # the user's cc or cflags: say so, do not hide
+        raise ConfigError(f"[backend.{NAME}] cc/cflags: {found}")
     if isinstance(found, str):
         reason = found
 
