@@ -9,6 +9,7 @@ import time
 
 import byoc
 import numpy as np
+import onnxruntime as ort
 import pytest
 from byoc import placement, plugins
 from byoc.cli import main
@@ -373,3 +374,76 @@ def test_time_blocks_reports_the_slowest_round():
 
     t_slow, t_fast, worst = placement.time_blocks(slow, lambda _: None, [], block_seconds=0.01)
     assert t_slow >= 2 > t_fast and worst > 10
+
+
+class Unfused:
+    """Runs the partition as onnxruntime does with its graph optimizations off (DequantizeLinear,
+    Conv, QuantizeLinear in float32, not a fused QLinearConv), then adds ``off`` to one value."""
+
+    fake_ms = 0.5
+
+    def __init__(self, model, off: float) -> None:
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        self.session = ort.InferenceSession(model.SerializeToString(), options)
+        self.off = off
+
+    def run(self, inputs):
+        (y,) = self.session.run(None, {"x": inputs[0]})
+        y.reshape(-1)[0] += self.off
+        return [y]
+
+
+class Quantizing(Plugin):
+    """Claims a QDQ convolution; its runtime rounds as unfused onnxruntime does."""
+
+    def __init__(self, off: float) -> None:
+        super().__init__("qdq", 5)
+        self.off = off
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend, config):
+        ops = ("QuantizeLinear", "DequantizeLinear", "Conv")
+        return dict.fromkeys(ops) if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend, partition, config):
+        return partition.model if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        return Unfused(artifact, self.off) if backend == self.name else None
+
+
+def qdq_conv():
+    """x -> Q/DQ -> Conv (int8 weights) -> Q/DQ -> y: onnxruntime fuses it into a QLinearConv
+    and rounds some values a quantum (0.05) away from its unoptimized run."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        node("QuantizeLinear", ["x", "s", "z"], "q"),
+        node("DequantizeLinear", ["q", "s", "z"], "dq"),
+        node("DequantizeLinear", ["wq", "ws", "wz"], "w"),
+        node("Conv", ["dq", "w"], "c", pads=[1, 1, 1, 1]),
+        node("QuantizeLinear", ["c", "s2", "z"], "q2"),
+        node("DequantizeLinear", ["q2", "s2", "z"], "y"),
+    ]
+    weights = rng.integers(-127, 127, (8, 8, 3, 3)).astype(np.int8)
+    constants = {"s": np.float32(0.02), "z": np.uint8(128), "s2": np.float32(0.05)}
+    constants |= {"wq": weights, "ws": np.float32(0.01), "wz": np.int8(0)}
+    return make_model(nodes, {"x": [1, 8, 16, 16]}, ["y"], constants)
+
+
+@pytest.mark.parametrize(("off", "kept"), [(0.0, True), (0.2, False)])
+def test_a_partition_may_round_as_far_from_onnxruntime_as_onnxruntime_does(
+    install, fake_clock, off, kept
+):
+    """Fused and unfused onnxruntime differ by a quantum on this QDQ convolution: a backend
+    that rounds as unfused onnxruntime does is kept; one 4 quanta off is returned."""
+    install(Quantizing(off))
+    compiled = byoc.compile(qdq_conv(), {"backends": ["qdq"], **MEASURED})
+    (m,) = compiled.plan.placement.measurements
+    assert (m.failure is None) == kept, m.failure
+    if not kept:
+        assert "twice the 0.05 that onnxruntime's optimized and unoptimized runs differ by" in (
+            m.failure
+        )
