@@ -167,7 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise InputError(f"-o/--output '{args.output}' is a file; give a directory for the .npy")
     cfg = byoc.load_config(args.config)
     if is_artifact(args.model):  # a .byoc file (a zip), whatever its name
-        compiled = byoc.load(args.model)
+        compiled = byoc.load(args.model, config=cfg, trust_native=args.trust_native)
     else:
         with _progress(args) as progress:
             compiled = byoc.compile(args.model, cfg, progress=progress)
@@ -188,6 +188,31 @@ def cmd_run(args: argparse.Namespace) -> int:
             safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
             np.save(Path(args.output) / f"{safe}.npy", value)
     return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from byoc.reader import inspect
+
+    info = inspect(args.file)
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return 0 if info["runs_here"] else 1
+    print(f"{info['file']}: .byoc format {info['format_version']}, written by byoc "
+          f"{info['byoc_version']}, {info['bytes'] / 1024:.1f} KiB")  # fmt: skip
+    for b in info["backends"]:
+        here = b["installed"] or "not installed"
+        print(f"  backend {b['name']} ({b['distribution']} {b['version']}; here: {here})")
+    for u in info["units"]:
+        print(f"  unit {u['name']} on {u['backend']}: {u['size'] / 1024:.1f} KiB")
+    stamp = info["stamp"]
+    if stamp:
+        print(f"  built on: {stamp.get('cpu', '?')}, Python {stamp.get('python', '?')}")
+    print(f"  native code: {info['native_code']}")
+    for problem in info["problems"]:
+        print(f"  would not run here: {problem}")
+    if info["runs_here"]:
+        print("  runs here: yes")
+    return 0 if info["runs_here"] else 1
 
 
 def cmd_compile(args: argparse.Namespace) -> int:
@@ -299,6 +324,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
     p.add_argument("-o", "--output", metavar="DIR", help="save outputs as DIR/NAME.npy")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--trust-native",
+        action="store_true",
+        help="a .byoc file: use the compiled code it carries (for a machine without a "
+        "compiler) instead of rebuilding it from source",
+    )
+    p = add("inspect", cmd_inspect, "what a .byoc file holds, and whether it runs here, without "
+            "loading any of its code", model=False)  # fmt: skip
+    p.add_argument("file", help=".byoc file")
+    p.add_argument("--json", action="store_true", help="print JSON")
     p = add("compile", cmd_compile, "compile a model; -o saves it as one .byoc file")
     p.add_argument("-o", "--output", metavar="FILE.byoc", help="save the compiled model here")
     p.add_argument("--dump-dir", metavar="DIR", help="write each partition's source here")

@@ -11,13 +11,16 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 import zipfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from byoc import native
 from byoc.errors import ArtifactError, BackendError, ByocError
 from byoc.graph import TensorType
 from byoc.plan import FALLBACK, Partition
@@ -28,7 +31,7 @@ if TYPE_CHECKING:
     from byoc.compiled import CompiledModel
 
 FORMAT = "byoc"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: no toolchain or filesystem settings in "config"; a "stamp"
 MANIFEST = "manifest.json"
 ZIP_MAGIC = b"PK\x03\x04"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
@@ -104,7 +107,10 @@ def save(compiled: CompiledModel, path: str | os.PathLike[str]) -> Path:
         "outputs": [_type_json(n, compiled.output_types.get(n)) for n in compiled.outputs],
         "constants": constants,
         "fallback": dict(compiled.fallback_config),
-        "config": {n: dict(compiled.backend_configs.get(n, {})) for n in used if n != FALLBACK},
+        "config": {
+            n: carried(reg, n, compiled.backend_configs.get(n, {})) for n in used if n != FALLBACK
+        },
+        "stamp": stamp(reg, used),
         "units": units,
     }
     text = json.dumps(manifest, indent=1, sort_keys=False, allow_nan=False)
@@ -122,6 +128,35 @@ def save(compiled: CompiledModel, path: str | os.PathLike[str]) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+def carried(reg: Registry, name: str, table: Mapping[str, Any]) -> dict[str, Any]:
+    """A backend's table as a file carries it: without the settings of the machine that runs
+    it (``Backend.local_options``: compiler, flags, directories)."""
+    local = reg.backends[name].local_options
+    return {k: v for k, v in table.items() if k not in local}
+
+
+def stamp(reg: Registry, used: list[str]) -> dict[str, Any]:
+    """What the file's native code was built for and with: the host (``byoc.native.host_tag``:
+    platform, Python, cffi, CPU model and flags), the CPU's vector ISA, and each backend's
+    version and native build. ``byoc.load`` checks it before it touches a carried binary."""
+    return {
+        "host": native.host_tag(),
+        "cpu": native.cpu_summary(),
+        "python": sys.version.split()[0],
+        "byoc": __version__,
+        "backends": {
+            n: {"version": reg.backends[n].version, "build": _build_id(reg, n)} for n in used
+        },
+    }
+
+
+def _build_id(reg: Registry, name: str) -> str:
+    try:
+        return str(reg.backends[name].build())
+    except Exception:  # a build id is information, never a reason to fail a save
+        return ""
 
 
 def _serialize(reg: Registry, unit: Partition, artifact: Any) -> bytes:

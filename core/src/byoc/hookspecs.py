@@ -43,7 +43,10 @@ def byoc_register_backends(register: Callable[..., None]) -> None:
         native sources and of the library it links): measured placement's cached verdicts are
         keyed by it, so a rebuilt native part is timed again. ``reference=True`` marks a backend
         that is not meant for speed (a reference or teaching backend): it is used only when the
-        config's ``backends`` names it.
+        config's ``backends`` names it. ``local_options`` names the keys of ``options`` that
+        belong to the machine that runs the model (compiler, flags, cache and build
+        directories): a ``.byoc`` file never carries them; on load they come from the loading
+        user's config and environment.
     """
 
 
@@ -139,12 +142,20 @@ def byoc_serialize(backend: str, artifact: Any) -> bytes | None:
 
 
 @hookspec(firstresult=True)
-def byoc_deserialize(backend: str, data: bytes) -> Any:
+def byoc_deserialize(backend: str, data: bytes, trust_native: bool) -> Any:
     """Turn bytes written by ``byoc_serialize`` back into an artifact.
 
-    Stops at first non-None result. Must validate ``data``: it may be damaged or hostile.
+    Stops at first non-None result. Must validate ``data``: it may be damaged or hostile, and
+    a file is data: loading it never runs code its author chose. Native code is rebuilt from
+    source that you regenerate from the carried graph or IR and compare with the carried
+    source (refuse a difference); a carried compiled library is dropped unless
+    ``trust_native``.
 
     :param backend: the backend name; return ``None`` if it is not yours.
     :param data: the bytes ``byoc_serialize`` wrote.
+    :param trust_native: the user trusts the compiled code the file carries
+        (``byoc.load(path, trust_native=True)``, ``byoc run --trust-native``): keep a carried
+        library, for targets without a compiler (still only where it was built for this host).
+        A hook that carries no native code may leave this argument out.
     :return: the artifact; raise ``byoc.ArtifactError`` if ``data`` is not valid.
     """

@@ -89,7 +89,7 @@ _PASS_VALUES = {
     "Transpose", "Tile", "Concat", "Split", "Gather", "GatherElements",
 }  # fmt: skip
 # (op, input index) -> (the input of the table it indexes, the axis attribute or axis)
-_INDEXES = {
+_INDEXES: dict[tuple[str, int], tuple[int, int | str]] = {
     ("Gather", 1): (0, "axis"),
     ("GatherElements", 1): (0, "axis"),
     ("EmbedLayerNormalization", 0): (2, 0),  # onnxruntime's fused BERT embedding

@@ -190,6 +190,20 @@ def host_tag() -> str:
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
+def cpu_summary() -> str:
+    """The CPU model and its vector ISA (``x86_64 AMD EPYC 9B14 avx512f avx512_vnni ...``)."""
+    model, flags = platform.processor(), set[str]()
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("model name", "Model") and model in ("", platform.processor()):
+                model = value.strip()
+            elif key.strip() in ("flags", "Features") and not flags:
+                flags = set(value.split())
+    isa = sorted(f for f in flags if f.startswith(("avx", "amx", "sse4", "fma", "asimd", "sve")))
+    return " ".join([platform.machine(), model, *isa]).strip()
+
+
 def cache_dir(kind: str, override: str = "") -> Path:
     """``override``, else ``platformdirs.user_cache_dir("byoc")/<kind>``; created if missing."""
     path = Path(override) if override else Path(platformdirs.user_cache_dir("byoc")) / kind

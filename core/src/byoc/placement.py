@@ -191,6 +191,7 @@ class _Placer:
         """Compile a partition and run it once; a failure (or, measured, a difference from
         onnxruntime) returns it untimed; else, measured, its timing (cached) decides."""
         failure: str | None
+        made: tuple[Any, Any] | None
         try:
             made = compile_unit(self.reg, unit.backend, unit, self.tables[unit.backend])
         except (NodesRefused, ConfigError):

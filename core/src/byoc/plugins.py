@@ -42,6 +42,8 @@ class Backend:
     # A reference backend (examplejson) checks and teaches; it is not meant for speed, so it
     # claims nodes only when the config names it in `backends`.
     reference: bool = False
+    # Option keys of the machine that runs the model (toolchain, paths): never in a .byoc file.
+    local_options: frozenset[str] = frozenset()
     _reason: list[str | None] = field(default_factory=list, repr=False)
 
     @property

@@ -23,9 +23,9 @@ import numpy as np
 import onnx
 from onnx import helper
 
-from byoc import plugins
+from byoc import native, plugins
 from byoc.compiled import CompiledModel, Step
-from byoc.config import FALLBACK_KEYS, Config, _check_table
+from byoc.config import FALLBACK_KEYS, Config, _check_table, load_config
 from byoc.errors import ArtifactError, ByocError, ConfigError
 from byoc.export import FORMAT, FORMAT_VERSION, MANIFEST
 from byoc.graph import TensorType
@@ -77,8 +77,18 @@ def load(
     limits: Limits | None = None,
     threads: int | None = None,
     registry: Registry | None = None,
+    config: Any = None,
+    trust_native: bool = False,
 ) -> CompiledModel:
     """Load a ``.byoc`` file written by ``CompiledModel.save`` / ``byoc compile -o``.
+
+    The file is data: loading it never runs code its author chose. Native code is rebuilt
+    here from source each backend regenerates from the carried graph and checks against the
+    carried source; a compiled library the file carries is used only with ``trust_native=True``
+    (for a target without a compiler), and only where the file's stamp says it was built for
+    this host. The compiler, its flags and cache directories are this machine's: the
+    ``[backend.<name>]`` settings of ``config`` (a byoc.toml, a dict or a Config) and the
+    environment, never the file's.
 
     ``threads`` caps the threads one run uses here, whatever the file was compiled with:
     onnxruntime's ``intra_op_num_threads`` and the ``threads`` option of every backend that has
@@ -106,17 +116,23 @@ def load(
         manifest = Manifest(json_of(reader.read(MANIFEST, limits.max_manifest), where), where)
         reader.expect({MANIFEST, *manifest.members()})
         reg = registry or plugins.registry()
-        manifest.check_backends(reg)
+        manifest.check_backends(reg, load_config(config))
         if threads is not None:
             manifest.limit_threads(reg, threads)
+        if trust_native:
+            manifest.check_stamp()
         steps = []
         for unit in manifest.units:
             data = reader.read_entry(unit)
-            artifact = _deserialize(reg, unit["backend"], data, f"{where}: unit {unit['name']}")
+            artifact = _deserialize(
+                reg, unit["backend"], data, f"{where}: unit {unit['name']}", trust_native
+            )
             model = onnx.ModelProto()
             if "onnx" in unit:
                 onnx_bytes = reader.read_entry(unit["onnx"])
-                model = _deserialize(reg, FALLBACK, onnx_bytes, f"{where}: unit {unit['name']}")
+                model = _deserialize(
+                    reg, FALLBACK, onnx_bytes, f"{where}: unit {unit['name']}", False
+                )
                 model = onnx.load_from_string(model)
             table = manifest.tables[unit["backend"]]
             runtime = create_runtime(reg, unit["backend"], unit["name"], artifact, table)
@@ -139,6 +155,65 @@ def load(
     )
 
 
+def inspect(
+    path: str | os.PathLike[str],
+    *,
+    limits: Limits | None = None,
+    registry: Registry | None = None,
+) -> dict[str, Any]:
+    """What a ``.byoc`` file holds and whether it would run here, read without loading any
+    backend's code: the checks of ``load`` up to the manifest and the members' sizes, then
+    the manifest's backends (and whether this machine has them), units, sizes and stamp."""
+    limits = limits or LIMITS
+    where = os.fspath(path)
+    try:
+        zf = zipfile.ZipFile(where)
+    except Exception as exc:
+        raise ArtifactError(f"'{where}' is not a readable .byoc file: {exc}") from None
+    with zf:
+        reader = _Reader(zf, where, limits)
+        manifest = Manifest(json_of(reader.read(MANIFEST, limits.max_manifest), where), where)
+        reader.expect({MANIFEST, *manifest.members()})
+    reg = registry or plugins.registry()
+    problems = []
+    backends = []
+    for name, saved in manifest.backends.items():
+        installed = reg.backends.get(name)
+        here = None if installed is None else installed.version
+        if installed is None:
+            problems.append(
+                f"backend '{name}' is not installed: pip install {saved['distribution']}"
+            )
+        elif installed.unavailable_reason is not None:
+            problems.append(f"backend '{name}' is unavailable: {installed.unavailable_reason}")
+        elif name != FALLBACK and here != saved["version"]:
+            problems.append(f"backend '{name}' is {here} here, {saved['version']} in the file")
+        backends.append({**saved, "installed": here})
+    host = manifest.stamp.get("host")
+    same_host = host == native.host_tag()
+    return {
+        "file": where,
+        "format_version": manifest.version,
+        "byoc_version": manifest.byoc_version,
+        "backends": backends,
+        "units": [
+            {"name": u["name"], "backend": u["backend"], "size": u["size"]} for u in manifest.units
+        ],
+        "bytes": sum(i.file_size for i in reader.infos.values()),
+        "stamp": manifest.stamp,
+        "same_host": same_host,
+        "runs_here": not problems,
+        "problems": problems,
+        "native_code": (
+            "compiled code it carries is used only with trust_native (--trust-native); "
+            "otherwise native backends rebuild it from source they regenerate"
+            if same_host
+            else "built on another host (or without a stamp): native backends rebuild from "
+            "source they regenerate, trusted or not"
+        ),
+    }
+
+
 def json_of(data: bytes, where: str) -> Any:
     """Parse the manifest's JSON, turning every failure into an ArtifactError."""
     try:
@@ -147,9 +222,9 @@ def json_of(data: bytes, where: str) -> Any:
         raise ArtifactError(f"{where}: {MANIFEST} is not valid JSON: {exc}") from None
 
 
-def _deserialize(reg: Registry, backend: str, data: bytes, where: str) -> Any:
+def _deserialize(reg: Registry, backend: str, data: bytes, where: str, trust: bool) -> Any:
     try:
-        artifact = reg.hook.byoc_deserialize(backend=backend, data=data)
+        artifact = reg.hook.byoc_deserialize(backend=backend, data=data, trust_native=trust)
     except ArtifactError as exc:
         raise ArtifactError(f"{where} (backend {backend}) is damaged: {exc}") from None
     except ByocError:
@@ -321,7 +396,9 @@ class Manifest:
                 f"{top.get('byoc_version', '?')}; this byoc ({__version__}) reads format "
                 f"version {FORMAT_VERSION} and older: upgrade byoc (pip install -U byoc)"
             )
+        self.version = version
         self.byoc_version = self._str(top.get("byoc_version"), "byoc_version")
+        self.stamp = self._dict(top.get("stamp", {}), "stamp")
         self.backends: dict[str, dict[str, str]] = {}
         for i, b in enumerate(self._list(top.get("backends"), "backends")):
             b = self._dict(b, f"backends[{i}]")
@@ -368,6 +445,8 @@ class Manifest:
     def _str(self, value: Any, key: str) -> str:
         if not isinstance(value, str) or not value or len(value) > 4096:
             raise self._bad(f"'{key}' must be a non-empty string, got {_short(value)}")
+        if _CONTROL.search(value):  # names reach terminals: no escape sequences
+            raise self._bad(f"'{key}' holds control characters: {_short(value)}")
         return value
 
     def _int(self, value: Any, key: str) -> int:
@@ -470,17 +549,14 @@ class Manifest:
         out = [u["member"] for u in self.units] + [c["member"] for c in self.constants]
         return out + [u["onnx"]["member"] for u in self.units if "onnx" in u]
 
-    def check_backends(self, reg: Registry) -> None:
-        """Every backend the units use is installed and available; fill in their tables."""
+    def check_backends(self, reg: Registry, local: Config) -> None:
+        """Every backend the units use is installed and available; fill in their tables: the
+        file's settings, and this machine's (``local``'s) for the backend's local options."""
         for name in dict.fromkeys(u["backend"] for u in self.units):
             saved = self.backends[name]
             backend = reg.backends.get(name)
             if backend is None:
-                dist = saved["distribution"]
-                raise ArtifactError(
-                    f"{self.where} needs backend '{name}' from {dist} {saved['version']}: "
-                    f"pip install {dist}"
-                )
+                raise ArtifactError(f"{self.where} needs backend '{name}' {install_hint(saved)}")
             reason = backend.unavailable_reason
             if reason is not None:
                 raise ArtifactError(
@@ -499,13 +575,39 @@ class Manifest:
                 dict(self.fallback), FALLBACK_KEYS, "fallback", self.where
             )
             for name, table in self.config.items():
-                options = reg.backends[name].options
-                self.tables[name] = _backend_table(name, table, options, self.where)
+                backend = reg.backends[name]
+                table = self._carried(name, table, backend.local_options)
+                table.update(_local(name, local, backend.options, backend.local_options))
+                self.tables[name] = _backend_table(name, table, backend.options, self.where)
         except ConfigError as exc:
             raise ArtifactError(
                 f"{exc}; the saved configuration does not suit the installed backend: "
                 "recompile the model"
             ) from None
+
+    def _carried(self, name: str, table: dict[str, Any], local: frozenset[str]) -> dict[str, Any]:
+        """The file's settings for a backend. A file of format 2 carries none of the loading
+        machine's (compiler, flags, directories): one that does was edited to run a command
+        or write a file of its author's choosing. Format 1 carried them: they are dropped."""
+        found = sorted(set(table) & local)
+        if found and self.version >= 2:
+            raise self._bad(
+                f"'config.{name}' sets {', '.join(found)}, a setting of the machine that loads "
+                "the file (a .byoc file carries no compiler, flags or directories)"
+            )
+        return {k: v for k, v in table.items() if k not in local}
+
+    def check_stamp(self) -> None:
+        """With trust_native: say (once) when the file's native code was built for another
+        host; its backends then rebuild from source instead of using it."""
+        host = self.stamp.get("host")
+        if host is not None and host != native.host_tag():
+            cpu = self.stamp.get("cpu")
+            warnings.warn(
+                f"{self.where} was built on another host ({_short(cpu)}); its compiled code is "
+                "not used here: the backends rebuild it from source",
+                stacklevel=4,
+            )
 
     def limit_threads(self, reg: Registry, threads: int) -> None:
         """Run with at most ``threads`` threads: onnxruntime's and each backend's own option."""
@@ -513,6 +615,24 @@ class Manifest:
         for name, table in self.tables.items():
             if name != FALLBACK and "threads" in reg.backends[name].options:
                 table["threads"] = threads
+
+
+def install_hint(saved: Mapping[str, str]) -> str:
+    """``pip install byoc-dnnl`` for a backend a file names; only a valid distribution name
+    is shown as a command (the file's author wrote it)."""
+    dist = saved["distribution"]
+    if _DISTRIBUTION.fullmatch(dist):
+        return f"from {dist} {saved['version'][:40]}: pip install {dist}"
+    return f"(the file names its distribution {_short(dist)}, which is not a distribution name)"
+
+
+def _local(
+    name: str, cfg: Config, options: Mapping[str, Any], local: frozenset[str]
+) -> dict[str, Any]:
+    """This machine's settings for a backend's local options (its compiler, flags,
+    directories), from the loading user's config; the rest of that config is not used."""
+    table = cfg.backend_table(name, options) if name in cfg.backend else {}
+    return {k: v for k, v in table.items() if k in local and v is not None}
 
 
 def _backend_table(
@@ -524,6 +644,8 @@ def _backend_table(
 
 
 _BACKEND_FIELDS = ("name", "distribution", "version")
+_DISTRIBUTION = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # PEP 508 names
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _short(value: Any) -> str:

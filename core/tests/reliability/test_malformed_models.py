@@ -166,5 +166,5 @@ def test_a_range_of_a_trillion_elements_is_a_model_error_at_once():
         ["y"],
         constants={"s": np.array(0), "l": np.array(2**40), "d": np.array(1)},
     )
-    with pytest.raises(byoc.ModelError, match="Range.*would make 1099511627776 elements"):
+    with pytest.raises(byoc.ModelError, match=r"Range.*would make 1099511627776 elements"):
         byoc.partition(m, {"backends": []})

@@ -85,7 +85,9 @@ def test_serialize_deserialize_run(config):
     compiled = byoc.compile(chain_model(), config())
     artifact = step(compiled).artifact
     data = hooks().byoc_serialize(backend="ccompiler", artifact=artifact)
-    again = hooks().byoc_deserialize(backend="ccompiler", data=data)
+    untrusted = hooks().byoc_deserialize(backend="ccompiler", data=data, trust_native=False)
+    assert untrusted.library is None and untrusted.carried  # rebuilt here from its source
+    again = hooks().byoc_deserialize(backend="ccompiler", data=data, trust_native=True)
     assert again.source == artifact.source and again.suffix == ".c"
     assert again.library.sha256 == artifact.library.sha256
     table = config()["backend"]["ccompiler"]
@@ -145,7 +147,7 @@ def test_damaged_artifacts_raise_artifact_error(kind, config):
     artifact = step(byoc.compile(chain_model(), config())).artifact
     data = hooks().byoc_serialize(backend="ccompiler", artifact=artifact)
     with pytest.raises(ArtifactError, match="ccompiler artifact"):
-        hooks().byoc_deserialize(backend="ccompiler", data=damaged(data)[kind])
+        hooks().byoc_deserialize(backend="ccompiler", data=damaged(data)[kind], trust_native=False)
 
 
 def test_hostile_header_fields_raise_artifact_error(config):
@@ -167,7 +169,9 @@ def test_hostile_header_fields_raise_artifact_error(config):
         head = json.dumps({**header, **change}).encode()
         with pytest.raises(ArtifactError):
             hooks().byoc_deserialize(
-                backend="ccompiler", data=MAGIC + struct.pack("<Q", len(head)) + head + rest
+                backend="ccompiler",
+                data=MAGIC + struct.pack("<Q", len(head)) + head + rest,
+                trust_native=False,
             )
 
 

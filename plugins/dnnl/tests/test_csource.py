@@ -104,7 +104,9 @@ def test_a_saved_model_loads_and_runs(compiled: byoc.CompiledModel, tmp_path) ->
 
 def test_a_library_built_elsewhere_is_rebuilt_from_the_source(compiled) -> None:  # type: ignore[no-untyped-def]
     data = plugin.byoc_serialize(backend="dnnl", artifact=dnnl_step(compiled).artifact)
-    artifact = plugin.byoc_deserialize(backend="dnnl", data=data)
+    untrusted = plugin.byoc_deserialize(backend="dnnl", data=data, trust_native=False)
+    assert untrusted.library is None  # a carried library is used only when trusted
+    artifact = plugin.byoc_deserialize(backend="dnnl", data=data, trust_native=True)
     artifact.library = dataclasses.replace(artifact.library, host="another-host", data=b"junk")
     runtime = plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
     assert artifact.library.usable_here()
@@ -158,7 +160,7 @@ def test_damaged_c_artifacts_are_refused(compiled: byoc.CompiledModel) -> None:
         (data[:-3], "truncated"),
     ]:
         with pytest.raises(byoc.ArtifactError, match=match):
-            plugin.byoc_deserialize(backend="dnnl", data=bad)
+            plugin.byoc_deserialize(backend="dnnl", data=bad, trust_native=False)
 
 
 def test_a_bad_codegen_option_is_a_config_error() -> None:

@@ -1357,7 +1357,7 @@ def test_quantized_embeddings_are_read_in_the_partition(table: str, tmp_path) ->
     text = json.dumps(index).encode()
     bad = data[:at] + struct.pack("<Q", len(text)) + text + data[at + 8 + n :]
     with pytest.raises(byoc.ArtifactError, match=f"weight .{name}. has an unknown dtype"):
-        plugin.byoc_deserialize(backend="dnnl", data=bad)
+        plugin.byoc_deserialize(backend="dnnl", data=bad, trust_native=False)
 
 
 def test_integer_ops_dnnl_does_not_run_are_refused_with_reason() -> None:
@@ -1405,7 +1405,9 @@ def test_host_steps_with_bad_shapes_or_types_are_refused_when_loaded(
         else:
             target[key] = value
     with pytest.raises(byoc.ArtifactError, match=message):
-        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        artifact = plugin.byoc_deserialize(
+            backend="dnnl", data=_with_graph(data, bad), trust_native=False
+        )
         plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
@@ -1484,7 +1486,9 @@ def test_damaged_host_steps_after_the_kernels_are_refused_when_loaded(
     target = next(n for n in bad["nodes"] if n.get("kind") == kind)
     target["attrs"].update(change)
     with pytest.raises(byoc.ArtifactError, match=message):
-        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        artifact = plugin.byoc_deserialize(
+            backend="dnnl", data=_with_graph(data, bad), trust_native=False
+        )
         plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
@@ -2118,7 +2122,7 @@ def _dnnl_step(compiled: byoc.CompiledModel):  # type: ignore[no-untyped-def]
 def test_serialize_deserialize_run(compiled: byoc.CompiledModel) -> None:
     step = _dnnl_step(compiled)
     data = plugin.byoc_serialize(backend="dnnl", artifact=step.artifact)
-    again = plugin.byoc_deserialize(backend="dnnl", data=data)
+    again = plugin.byoc_deserialize(backend="dnnl", data=data, trust_native=False)
     assert again.source == step.artifact.source and again.suffix == ".json"
     runtime = plugin.byoc_create_runtime(backend="dnnl", artifact=again, config={})
     x = rand(1, 3, 10, 12)
@@ -2205,7 +2209,7 @@ def test_damaged_artifacts_raise_artifact_error(compiled: byoc.CompiledModel) ->
     data = plugin.byoc_serialize(backend="dnnl", artifact=_dnnl_step(compiled).artifact)
     for bad in _damaged(data):
         with pytest.raises(byoc.ArtifactError):
-            artifact = plugin.byoc_deserialize(backend="dnnl", data=bad)
+            artifact = plugin.byoc_deserialize(backend="dnnl", data=bad, trust_native=False)
             plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
@@ -2238,7 +2242,9 @@ def test_views_with_bad_windows_or_groups_are_refused_when_loaded() -> None:
         bad = json.loads(json.dumps(graph))
         bad["nodes"][kinds.index(kind)]["attrs"][key] = value
         with pytest.raises(byoc.ArtifactError, match=message):
-            artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+            artifact = plugin.byoc_deserialize(
+                backend="dnnl", data=_with_graph(data, bad), trust_native=False
+            )
             plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
@@ -2267,7 +2273,9 @@ def test_reduce_kernels_with_bad_shapes_are_refused_when_loaded(key, value, mess
     else:
         reduce["shape"] = value
     with pytest.raises(byoc.ArtifactError, match=message):
-        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        artifact = plugin.byoc_deserialize(
+            backend="dnnl", data=_with_graph(data, bad), trust_native=False
+        )
         plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
@@ -2289,7 +2297,9 @@ def test_products_read_through_bad_views_are_refused_when_loaded(key, value, mes
     scores = next(n for n in bad["nodes"] if n.get("attrs", {}).get("perm_a"))
     scores["attrs"][key] = value
     with pytest.raises(byoc.ArtifactError, match=message):
-        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        artifact = plugin.byoc_deserialize(
+            backend="dnnl", data=_with_graph(data, bad), trust_native=False
+        )
         plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 
@@ -2589,7 +2599,9 @@ def test_rnn_kernels_with_bad_attributes_are_refused_when_loaded(key, value, mes
     else:
         rnn["attrs"][key] = value
     with pytest.raises(byoc.ArtifactError, match=message):
-        artifact = plugin.byoc_deserialize(backend="dnnl", data=_with_graph(data, bad))
+        artifact = plugin.byoc_deserialize(
+            backend="dnnl", data=_with_graph(data, bad), trust_native=False
+        )
         plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
 
 

@@ -453,7 +453,9 @@ def test_serialize_deserialize_runs_the_same(
             continue
         data = reg.hook.byoc_serialize(backend=conformance_backend, artifact=step.artifact)
         assert isinstance(data, bytes), f"byoc_serialize returned {type(data).__name__}, not bytes"
-        artifact = reg.hook.byoc_deserialize(backend=conformance_backend, data=data)
+        artifact = reg.hook.byoc_deserialize(  # trusted: the bytes must come back whole
+            backend=conformance_backend, data=data, trust_native=True
+        )
         assert artifact is not None, "byoc_deserialize returned None for the backend's own bytes"
         assert reg.hook.byoc_serialize(backend=conformance_backend, artifact=artifact) == data
         step.runtime = create_runtime(reg, conformance_backend, step.unit.name, artifact, table)
@@ -467,7 +469,7 @@ def test_damaged_artifacts_are_refused(conformance_backend: str) -> None:
     hook = registry().hook
     for data in [b"", b"\x00\xff\xfe not an artifact \x00", bytes(range(256)) * 4]:
         with pytest.raises(ArtifactError):
-            hook.byoc_deserialize(backend=conformance_backend, data=data)
+            hook.byoc_deserialize(backend=conformance_backend, data=data, trust_native=False)
 
 
 # -- the fallback, threads, discovery ---------------------------------------------------------

@@ -23,6 +23,8 @@ from byoc_ccompiler.ops import CTYPES, OPS, output_dtype
 from byoc_ccompiler.runtime import Module
 
 NAME = "ccompiler"
+# The loading machine's settings: a .byoc file never carries them (compiler, flags, directory).
+LOCAL_OPTIONS = frozenset({"cc", "cflags", "load_library", "cache_dir"})
 OPTIONS: dict[str, tuple[Any, Any, str]] = {
     "cc": (str, native.default_compiler("c"), "C compiler (default: $CC, else cc)"),
     "cflags": (
@@ -318,6 +320,7 @@ def byoc_register_backends(register: Any) -> None:
         version=__version__,
         available=_available,
         options=OPTIONS,
+        local_options=LOCAL_OPTIONS,
         min_partition_nodes=2,
         prune=prune,
         priority=20,
@@ -344,7 +347,7 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
         fuse=config.get("fuse", True),
     )
     source, inputs, outputs = generate(partition, options)
-    artifact = Artifact(partition.name, source, inputs, outputs)
+    artifact = Artifact(partition.name, source, inputs, outputs, partition.model, options)
     _build(artifact, toolchain, config)
     return artifact
 
@@ -381,8 +384,21 @@ def byoc_create_runtime(
         return None
     library = artifact.library
     if library is None or not library.usable_here() or not config.get("load_library", True):
-        # another machine's library, or none: rebuild from the source
-        _build(artifact, _required_toolchain(config, artifact.symbol), config)
+        # none (a loaded file's is used only when trusted), or another machine's: build the
+        # source, which decode checked is this plugin's own output, with this machine's cc
+        found = _toolchain(config)
+        if isinstance(found, str):
+            hint = (
+                "; or trust the library the file carries: byoc.load(path, trust_native=True), "
+                "byoc run --trust-native"
+                if artifact.carried
+                else ""
+            )
+            raise BackendError(
+                f"partition {artifact.symbol} (backend {NAME}) must be built from its C source "
+                f"here, and {found}: install a C compiler (or set [backend.{NAME}] cc){hint}"
+            )
+        _build(artifact, found, config)
         library = artifact.library
     assert library is not None
     ffi, lib = native.load(library, NAME, config.get("cache_dir", ""))
@@ -395,11 +411,11 @@ def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
 
 
 @byoc.hookimpl
-def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
+def byoc_deserialize(backend: str, data: bytes, trust_native: bool) -> Artifact | None:
     if backend != NAME:
         return None
     try:
-        return decode(data)
+        return decode(data, trust_native)
     except ArtifactError:
         raise
     except Exception as exc:  # anything else a hostile file provokes is still a bad artifact

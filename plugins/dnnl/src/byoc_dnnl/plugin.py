@@ -300,7 +300,7 @@ def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
 
 
 @byoc.hookimpl
-def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
+def byoc_deserialize(backend: str, data: bytes, trust_native: bool) -> Artifact | None:
     if backend != NAME:
         return None
     view = memoryview(bytes(data))
@@ -353,14 +353,19 @@ def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
     validate(graph, weights)
     if version == _FORMAT_VERSION:
         return Artifact(source, weights)
-    return _c_artifact(bytes(parts[3]), source, graph, weights)
+    return _c_artifact(bytes(parts[3]), source, graph, weights, trust_native)
 
 
 def _c_artifact(
-    data: bytes, graph_source: str, graph: dict[str, Any], weights: dict[str, np.ndarray]
+    data: bytes,
+    graph_source: str,
+    graph: dict[str, Any],
+    weights: dict[str, np.ndarray],
+    trust_native: bool,
 ) -> Artifact:
     """The C source part: it must be the file generated from this very graph, so the C++
-    compiled here never comes from the file unchecked."""
+    compiled here never comes from the file unchecked. Its compiled library is kept only with
+    ``trust_native``: otherwise the C++ is built here (or found in this machine's cache)."""
     header, cpp, library = native.unpack(data, C_MAGIC, "dnnl artifact (C source)")
     if header.get("symbol") != graph.get("symbol"):
         raise ArtifactError("dnnl artifact (C source): its symbol is not the graph's")
@@ -369,4 +374,5 @@ def _c_artifact(
             "dnnl artifact (C source): the C++ is not what this byoc-dnnl generates from the "
             "graph (damaged, or written by another version): compile the model again"
         )
-    return Artifact(cpp, weights, ".cpp", graph_source=graph_source, library=library)
+    kept = library if trust_native else None
+    return Artifact(cpp, weights, ".cpp", graph_source=graph_source, library=kept)
