@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -177,3 +178,51 @@ def test_a_closed_pipe_ends_the_command_quietly(tmp_path):
         timeout=300,
     )
     assert done.stdout and done.stderr == ""
+
+
+def test_compare_says_which_backends_ran_and_can_require_one(tmp_path):
+    model, cfg = diamond_files(tmp_path)
+    done = byoc_cli("compare", model, "-c", cfg)
+    assert done.returncode == 0, done.stderr
+    assert "ran: examplejson 3 nodes in 2 partition(s); onnxruntime 1 nodes" in done.stdout
+    cfg.write_text("backends = []\n")
+    done = byoc_cli("compare", model, "-c", cfg)
+    assert done.returncode == 0 and "no backend ran" in done.stdout
+    done = byoc_cli("compare", model, "-c", cfg, "--require-backend")
+    assert done.returncode == 1 and "no backend ran (--require-backend)" in done.stderr
+
+
+def test_a_byoc_file_given_where_an_onnx_model_is_expected_says_so(tmp_path):
+    model, cfg = diamond_files(tmp_path)
+    assert byoc_cli("compile", model, "-c", cfg, "-o", tmp_path / "m.byoc").returncode == 0
+    assert oct((tmp_path / "m.byoc").stat().st_mode & 0o777) != oct(0o600)  # not mkstemp's
+    done = byoc_cli("partition", tmp_path / "m.byoc")
+    assert done.returncode == 2
+    assert "is a .byoc file (a compiled model), not an ONNX model" in done.stderr
+
+
+def test_a_misspelt_backend_or_key_gets_a_suggestion(tmp_path):
+    model, cfg = diamond_files(tmp_path)
+    for text, words in (
+        ('backends = ["examplejsn"]\n', "Did you mean 'examplejson'?"),
+        ('backend = ["examplejson"]\n', "did you mean 'backends'?"),
+    ):
+        cfg.write_text(text)
+        done = byoc_cli("partition", model, "-c", cfg)
+        assert done.returncode == 2 and words in done.stderr, done.stderr
+
+
+def test_cache_clear_forgets_the_verdicts(tmp_path):
+    env_cache = tmp_path / "cache"
+    verdicts = env_cache / "byoc" / "placement"
+    verdicts.mkdir(parents=True)
+    (verdicts / "x.json").write_text("{}")
+    done = subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "cache", "clear"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_CACHE_HOME": str(env_cache)},
+    )
+    assert done.returncode == 0, done.stderr
+    assert not verdicts.exists()

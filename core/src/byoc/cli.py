@@ -22,6 +22,8 @@ from byoc.export import is_artifact
 from byoc.plugins import registry
 from byoc.progress import TerminalProgress
 
+INPUT_HELP = "an input from a .npy file (repeat for each input); others are random"
+
 
 def _inputs(pairs: Sequence[str] | None) -> dict[str, np.ndarray] | None:
     if not pairs:
@@ -56,7 +58,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 "ops": ops,
                 "patterns": []
                 if reason
-                else [p[0] for p in reg.pattern_table(b.name, _defaults(b))]
+                else list(dict.fromkeys(p[0] for p in reg.pattern_table(b.name, _defaults(b))))
                 if b.name != "onnxruntime"
                 else [],
                 "description": b.description,
@@ -86,7 +88,12 @@ def cmd_backends(args: argparse.Namespace) -> int:
         state = "available" if r["available"] else f"UNAVAILABLE: {r['reason']}"
         if r["reference"]:
             state += " (reference: used only when `backends` names it)"
-        print(f"{r['name']}  ({r['distribution']} {r['version']})  {state}")
+        origin = (
+            f"onnxruntime {r['version']}, the fallback, from {r['distribution']}"
+            if r["name"] == "onnxruntime"
+            else f"{r['distribution']} {r['version']}"
+        )
+        print(f"{r['name']}  ({origin})  {state}")
         if r["description"]:
             print(f"    {r['description']}")
         if r["ops"]:
@@ -100,10 +107,18 @@ def _defaults(b: Any) -> dict[str, Any]:
     return byoc.Config().backend_table(b.name, b.options)
 
 
+def _config(args: argparse.Namespace) -> byoc.Config:
+    """The command's config file, with ``--remeasure`` applied."""
+    cfg = byoc.load_config(args.config)
+    if getattr(args, "remeasure", False):
+        cfg.compile["remeasure"] = True
+    return cfg
+
+
 def _placed_plan(args: argparse.Namespace) -> byoc.Plan:
     """The plan ``byoc compile`` would run: with measured placement (the default) that means
     compiling and measuring (cached after the first time); otherwise the static plan."""
-    cfg = byoc.load_config(args.config)
+    cfg = _config(args)
     if cfg.compile["placement"] != "measured":
         return byoc.partition(args.model, cfg)
     with _progress(args) as progress:
@@ -156,8 +171,11 @@ def _progress(args: argparse.Namespace, label: str = "compiling") -> TerminalPro
 
 def cmd_compare(args: argparse.Namespace) -> int:
     with _progress(args) as progress:
-        report = byoc.compare(args.model, args.config, _inputs(args.input), progress=progress)
+        report = byoc.compare(args.model, _config(args), _inputs(args.input), progress=progress)
     print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
+    if args.require_backend and not report.backends_ran():
+        print("byoc: no backend ran (--require-backend)", file=sys.stderr)
+        return 1
     return 0 if report.passed else 1
 
 
@@ -165,7 +183,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     inputs = _inputs(args.input)
     if args.output and os.path.exists(args.output) and not os.path.isdir(args.output):
         raise InputError(f"-o/--output '{args.output}' is a file; give a directory for the .npy")
-    cfg = byoc.load_config(args.config)
+    cfg = _config(args)
     if is_artifact(args.model):  # a .byoc file (a zip), whatever its name
         compiled = byoc.load(args.model, config=cfg, trust_native=args.trust_native)
     else:
@@ -215,9 +233,25 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0 if info["runs_here"] else 1
 
 
+def cmd_cache(args: argparse.Namespace) -> int:
+    """``byoc cache clear``: forget measured placement's verdicts (and, with ``--all``, the
+    compiled libraries), so that the next compile measures (and builds) again."""
+    import shutil
+
+    from byoc.placement import cache_root
+
+    root = cache_root().parent
+    targets = [p for p in root.iterdir() if p.is_dir()] if args.all and root.is_dir() else []
+    targets = [p for p in targets if p.name not in ("models", "zoo")] or [cache_root()]
+    for path in targets:
+        shutil.rmtree(path, ignore_errors=True)
+        print(f"removed {path}")
+    return 0
+
+
 def cmd_compile(args: argparse.Namespace) -> int:
     with _progress(args) as progress:
-        compiled = byoc.compile(args.model, args.config, progress=progress)
+        compiled = byoc.compile(args.model, _config(args), progress=progress)
     if args.output:
         path = compiled.save(args.output)
         if not args.quiet:
@@ -242,7 +276,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     with _progress(args) as progress:
         report = bench(
-            args.model, args.config, runs=args.runs, warmup=args.warmup, progress=progress
+            args.model, _config(args), runs=args.runs, warmup=args.warmup, progress=progress
         )
     print(json.dumps(report.to_json(), indent=2) if args.json else report.table())
     return 0
@@ -292,12 +326,21 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"byoc {byoc.__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    def add(name: str, fn: Any, help: str, model: bool = True) -> argparse.ArgumentParser:
+    def add(
+        name: str, fn: Any, help: str, model: bool = True, artifact: bool = False
+    ) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help, description=help)
         p.set_defaults(fn=fn)
         if model:
-            p.add_argument("model", help="ONNX model file")
+            what = "an ONNX model, or a .byoc file" if artifact else "an ONNX model file"
+            p.add_argument("model", help=what)
             p.add_argument("-c", "--config", help="byoc.toml or pyproject.toml with [tool.byoc]")
+        if model and name != "batch":
+            p.add_argument(
+                "--remeasure",
+                action="store_true",
+                help="measured placement: time every partition again, not from the cache",
+            )
         return p
 
     p = add("backends", cmd_backends, "list installed backends", model=False)
@@ -317,11 +360,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print one entry per node as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p = add("compare", cmd_compare, "compare outputs with onnxruntime (exit 1 on mismatch)")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help=INPUT_HELP)
+    p.add_argument(
+        "--require-backend",
+        action="store_true",
+        help="exit 1 when no backend ran (placement sent everything to onnxruntime): for CI",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p = add("run", cmd_run, "run an ONNX model or a .byoc file (random inputs unless --input)")
-    p.add_argument("--input", action="append", metavar="NAME=FILE.npy")
+    p = add(
+        "run",
+        cmd_run,
+        "run an ONNX model or a .byoc file (random inputs unless --input)",
+        artifact=True,
+    )
+    p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help=INPUT_HELP)
     p.add_argument("-o", "--output", metavar="DIR", help="save outputs as DIR/NAME.npy")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument(
@@ -334,6 +387,11 @@ def build_parser() -> argparse.ArgumentParser:
             "loading any of its code", model=False)  # fmt: skip
     p.add_argument("file", help=".byoc file")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p = add("cache", cmd_cache, "clear byoc's cache: measured placement's verdicts", model=False)
+    p.add_argument("action", choices=["clear"], help="clear: remove the cached verdicts")
+    p.add_argument(
+        "--all", action="store_true", help="also the compiled libraries (not the models)"
+    )
     p = add("compile", cmd_compile, "compile a model; -o saves it as one .byoc file")
     p.add_argument("-o", "--output", metavar="FILE.byoc", help="save the compiled model here")
     p.add_argument("--dump-dir", metavar="DIR", help="write each partition's source here")
@@ -343,7 +401,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--warmup", type=int, default=3, help="untimed runs first (default 3)")
     p.add_argument("--json", action="store_true", help="print the timings as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
-    p = add("batch", cmd_batch, "run a model over a directory of .npz samples on Ray workers")
+    p = add(
+        "batch",
+        cmd_batch,
+        "run a model over a directory of .npz samples on Ray workers",
+        artifact=True,
+    )
     p.epilog = (
         "A sample that fails (a bad file, a failed run, a crash of its worker) is reported and "
         "written nowhere: an output an earlier run left for it in --outputs is removed. A "

@@ -16,6 +16,7 @@ from byoc.graph import Graph
 from byoc.inputs import random_inputs
 from byoc.pipeline import ConfigLike, ModelLike
 from byoc.placement import compile
+from byoc.plan import FALLBACK
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
 from byoc.tolerance import OutputReport, compare_arrays
@@ -34,9 +35,37 @@ class CompareReport:
     def passed(self) -> bool:
         return all(o.passed for o in self.outputs)
 
+    def ran(self) -> dict[str, int]:
+        """How many of the model's nodes each backend ran (onnxruntime: the rest)."""
+        counts: dict[str, int] = {}
+        for d in self.plan.decisions.values() if self.plan is not None else ():
+            counts[d.backend] = counts.get(d.backend, 0) + 1
+        return counts
+
+    def backends_ran(self) -> bool:
+        """Whether any backend (not onnxruntime) ran part of the model."""
+        return any(b != FALLBACK for b in self.ran())
+
+    def ran_line(self) -> str:
+        """``ran: dnnl 566 nodes in 1 partition(s), onnxruntime 0``; or that no backend ran."""
+        counts = self.ran()
+        if not self.backends_ran():
+            return (
+                "ran: onnxruntime only; no backend ran, so this compared onnxruntime with "
+                "itself (`byoc explain` says why)"
+            )
+        parts = self.plan.partitions if self.plan is not None else []
+        shown = [
+            f"{b} {n} nodes in {sum(p.backend == b for p in parts)} partition(s)"
+            for b, n in counts.items()
+            if b != FALLBACK
+        ]
+        return f"ran: {', '.join(shown)}; onnxruntime {counts.get(FALLBACK, 0)} nodes"
+
     def to_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
+            "ran": self.ran(),
             "rtol": self.rtol,
             "atol": self.atol,
             "outputs": [
@@ -72,6 +101,7 @@ class CompareReport:
         lines.append(
             f"{verdict}: |byoc - onnxruntime| <= {self.atol:g} + {self.rtol:g} * |onnxruntime|"
         )
+        lines.append(self.ran_line())
         return "\n".join(lines)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import tomllib
@@ -78,6 +79,12 @@ COMPILE_KEYS: dict[str, tuple[Any, Any, str]] = {
         "measured placement: how much faster than onnxruntime a partition (and the whole "
         "compiled model) must be to stay, e.g. 0.02 for 2%",
     ),
+    "remeasure": (
+        bool,
+        False,
+        "measured placement: time every partition again instead of reading cached verdicts "
+        "(the new ones are cached); the CLI's --remeasure",
+    ),
     "whole_model_fallback": (
         bool,
         True,
@@ -146,7 +153,9 @@ def load_config(config: Config | Mapping[str, Any] | str | os.PathLike[str] | No
 def _parse(data: dict[str, Any], source: str) -> Config:
     for key in data:
         if key not in TOP_KEYS:
-            raise ConfigError(f"{source}: unknown key '{key}' (known: {', '.join(TOP_KEYS)})")
+            close = difflib.get_close_matches(key, TOP_KEYS, n=1)
+            hint = f"; did you mean '{close[0]}'?" if close else ""
+            raise ConfigError(f"{source}: unknown key '{key}' (known: {', '.join(TOP_KEYS)}){hint}")
     cfg = Config(source=source)
     if "backends" in data:
         cfg.backends = _typed(data["backends"], (list, str), "backends", source)
@@ -192,7 +201,8 @@ def _check_ranges(cfg: Config, source: str) -> None:
 def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
     value = data.get(key, {})
     if not isinstance(value, dict):
-        raise ConfigError(f"{source}: '{key}' must be a table, got {value!r}")
+        hint = "; did you mean 'backends'?" if key == "backend" and isinstance(value, list) else ""
+        raise ConfigError(f"{source}: '{key}' must be a table, got {value!r}{hint}")
     return value
 
 

@@ -121,6 +121,7 @@ def save(compiled: CompiledModel, path: str | os.PathLike[str]) -> Path:
             zf.writestr(MANIFEST, text, compress_type=zipfile.ZIP_DEFLATED)
             for member, data in members.items():
                 zf.writestr(member, data, compress_type=zipfile.ZIP_STORED)
+        os.chmod(tmp, 0o666 & ~_umask())  # as open() would make it, not mkstemp's 0600
         os.replace(tmp, target)
     except OSError as exc:
         raise ArtifactError(f"cannot write '{target}': {exc}") from None
@@ -128,6 +129,12 @@ def save(compiled: CompiledModel, path: str | os.PathLike[str]) -> Path:
         if os.path.exists(tmp):
             os.unlink(tmp)
     return target
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def carried(reg: Registry, name: str, table: Mapping[str, Any]) -> dict[str, Any]:

@@ -43,6 +43,12 @@ def read_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.
         path = os.fspath(model)
         if not os.path.isfile(path):
             raise ModelError(f"model file '{path}' does not exist")
+        with open(path, "rb") as fh:
+            if fh.read(4) == b"PK\x03\x04":  # a zip: a .byoc file, not an ONNX model
+                raise ModelError(
+                    f"'{path}' is a .byoc file (a compiled model), not an ONNX model: "
+                    "`byoc run` runs it, `byoc inspect` shows what it holds"
+                )
         try:
             proto = onnx.load(path)
         except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import warnings
 from collections.abc import Mapping
@@ -52,9 +53,15 @@ def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str
             hint = (
                 f" ({ENV_VAR} is set to {os.environ[ENV_VAR]!r})" if ENV_VAR in os.environ else ""
             )
+            close = difflib.get_close_matches(name, [*known, *broken], n=1)
+            todo = (
+                f"did you mean '{close[0]}'?"
+                if close
+                else f"install it (e.g. pip install byoc-{name})"
+            )
             raise ConfigError(
                 f"{cfg.source}: unknown backend '{name}'; installed backends: "
-                f"{', '.join(known) or 'none'}{hint}. Install it (e.g. pip install byoc-{name})"
+                f"{', '.join(known) or 'none'}{hint}. {todo[0].upper()}{todo[1:]}"
             )
     if len(set(names)) != len(names):
         raise ConfigError(f"{cfg.source}: 'backends' names a backend twice: {names}")

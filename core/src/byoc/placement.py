@@ -305,13 +305,14 @@ class _Placer:
         session call: so the backend must beat onnxruntime's time less that call. The whole
         model must also win every round it was timed in: a median 2% ahead on a noisy machine
         is not yet a win (light_densenet121 kept so, then ran 1.03x in its own process)."""
+        m.margin = self.margin
         if m.worst_ratio is not None and m.worst_ratio >= 1:
             return False
-        return m.backend_ms <= (m.onnxruntime_ms - m.call_ms) * (1 - self.margin)
+        return m.backend_ms <= m.needed_ms()
 
     def _cached(self, key: str) -> Measurement | None:
-        """A cached measurement, judged with this compile's margin."""
-        m = self.cache.get(key)
+        """A cached measurement, judged with this compile's margin (none with remeasure)."""
+        m = None if self.cfg.compile["remeasure"] else self.cache.get(key)
         if m is not None:
             m.kept = self._wins(m)
         return m

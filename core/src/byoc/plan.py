@@ -99,15 +99,28 @@ class Measurement:
     call_ms: float = 0.0  # what one onnxruntime session call costs whatever it runs
     worst_ratio: float | None = None  # the whole model: its slowest round's backend/onnxruntime
     failure: str | None = None  # why it was not timed: it failed or differed from onnxruntime
+    margin: float = 0.0  # the [compile] margin it was judged with
+
+    def needed_ms(self) -> float:
+        """The most the backend may take to be kept: onnxruntime's time less the session call
+        a returned partition saves, less the margin."""
+        return (self.onnxruntime_ms - self.call_ms) * (1 - self.margin)
 
     def summary(self) -> str:
-        """``kept: 1.2 ms on dnnl vs 1.5 ms on onnxruntime``, or why it was returned untimed."""
+        """``kept: 1.2 ms on dnnl vs 1.5 ms on onnxruntime (kept at <= 1.46 ms: ...)``, every
+        term of the decision; or why it was returned untimed."""
         if self.failure is not None:
             return f"returned to onnxruntime: {self.failure}"
         verdict = "kept" if self.kept else "returned to onnxruntime"
+        call = f" less its {self.call_ms:.2g} ms session call," if self.call_ms else ""
+        terms = (
+            f"kept at <= {self.needed_ms():.3g} ms: onnxruntime's time{call} less the "
+            f"{self.margin:.0%} margin"
+        )
         return (
             f"{verdict}: {self.backend_ms:.3g} ms on {self.backend} vs "
-            f"{self.onnxruntime_ms:.3g} ms on onnxruntime" + (" (cached)" if self.cached else "")
+            f"{self.onnxruntime_ms:.3g} ms on onnxruntime ({terms})"
+            + (" (cached)" if self.cached else "")
         )
 
     def rounds(self) -> str:
