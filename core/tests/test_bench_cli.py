@@ -112,12 +112,27 @@ def test_terminal_progress_draws_on_a_terminal_only():
     with TerminalProgress(tty, interval=0) as progress:
         byoc.compile(model(), CFG, progress=progress)
     text = tty.getvalue()
-    assert "\rcompiling [" in text and "3/3 examplejson_1" in text
+    assert "\rcompiling [" in text and "examplejson_1 (3 of 3)" in text
     assert text.endswith("\r")  # the line is erased at the end
     for quiet in (TerminalProgress(io.StringIO()), TerminalProgress(FakeTerminal(), enabled=False)):
         with quiet as progress:
             progress(1, 2, "x")
         assert quiet.stream.getvalue() == ""
+
+
+def test_a_long_compile_writes_one_line_where_stderr_is_not_a_terminal():
+    log = io.StringIO()
+    progress = TerminalProgress(log)
+    progress.note_after = 0.0
+    progress(1, 3, "dnnl_0")
+    progress(2, 3, "dnnl_1")
+    progress(3, 3, "dnnl_2")
+    assert log.getvalue() == "byoc: still compiling: dnnl_1 (2 of 3)\n"
+    quiet = TerminalProgress(io.StringIO(), enabled=False)
+    quiet.note_after = 0.0
+    quiet(1, 2, "x")
+    quiet(2, 2, "y")
+    assert quiet.stream.getvalue() == ""
 
 
 def test_quiet_is_accepted_everywhere(files, tmp_path):

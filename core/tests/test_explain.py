@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -86,3 +87,46 @@ def test_cli_text_json_and_backend_filter(tmp_path):
     assert names == ["abs1", "relu1", "tanh1", "add1"]
     bad = subprocess.run([*base, "--backend", "nope"], capture_output=True, text=True)
     assert bad.returncode == 2 and "no backend named 'nope'" in bad.stderr
+
+
+def test_partition_explain_and_compare_count_the_same_nodes():
+    """Constant nodes (a weight behind a Cast) are counted apart everywhere."""
+    model = make_model(
+        [
+            node("Cast", ["w16"], "w", to=onnx.TensorProto.FLOAT),
+            node("Add", ["x", "w"], "a"),
+            node("Relu", ["a"], "r"),
+            node("Tanh", ["r"], "t"),
+        ],
+        {"x": [4]},
+        ["t"],
+        {"w16": np.ones(4, np.float16)},
+    )
+    cfg = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Add", "Relu"]}}}
+    plan = byoc.partition(model, cfg)
+    assert "2 of 3 nodes claimed by backends; 1 constant node(s)" in plan.table()
+    assert "2 of 3 nodes claimed; 1 constant node(s)" in explain_text(plan)
+    report = byoc.compare(model, {**cfg, "compile": {"placement": "static"}})
+    assert report.ran() == {"examplejson": 2, "onnxruntime": 1}
+
+
+def test_a_step_prints_without_its_artifact():
+    compiled = byoc.compile(diamond(), {"backends": ["examplejson"]})
+    _, times = compiled.profile({"data": np.ones((10, 10), np.float32)})
+    text = repr(times)
+    assert "examplejson_0" in text and compiled.steps[0].artifact.source[:40] not in text
+
+
+def test_byoc_trace_cuts_long_arguments(tmp_path):
+    path = tmp_path / "d.onnx"
+    onnx.save(diamond(), path)
+    done = subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "partition", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "BYOC_TRACE": "1"},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "byoc_pattern_table" in done.stderr and "...[cut]" in done.stderr
+    assert len(done.stderr) < 200_000  # the serialized partitions are not written out

@@ -39,7 +39,8 @@ class CompareReport:
         """How many of the model's nodes each backend ran (onnxruntime: the rest)."""
         counts: dict[str, int] = {}
         for d in self.plan.decisions.values() if self.plan is not None else ():
-            counts[d.backend] = counts.get(d.backend, 0) + 1
+            if not d.constant:  # constants are folded into the units that read them
+                counts[d.backend] = counts.get(d.backend, 0) + 1
         return counts
 
     def backends_ran(self) -> bool:

@@ -68,8 +68,8 @@ class Step:
     """One unit of the schedule: a partition or a fallback segment, and its runtime."""
 
     unit: Partition
-    artifact: Any
-    runtime: Any
+    artifact: Any = field(repr=False)  # source, weights: too big to print
+    runtime: Any = field(repr=False)
     drop: list[str] = field(default_factory=list)  # values no later step reads
     _fallback: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)

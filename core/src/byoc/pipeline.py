@@ -239,11 +239,14 @@ def _plan(state: PassState, units: list[Partition], skipped: dict[str, str], cfg
         if i in graph.const_nodes:
             notes.append(("*", "a constant: bound inside every partition that reads it"))
         notes.extend((b, f"backend {reason}") for b, reason in skipped.items())
+        constant = i in graph.const_nodes
         if unit is None or unit.backend == FALLBACK:
             fallback_nodes.append(node.name)
-            decisions[node.name] = Decision(unit.name if unit else FALLBACK, FALLBACK, None, notes)
+            segment = unit.name if unit else FALLBACK
+            decisions[node.name] = Decision(segment, FALLBACK, None, notes, constant)
         else:
-            decisions[node.name] = Decision(unit.name, unit.backend, composite_of.get(i), notes)
+            composite = composite_of.get(i)
+            decisions[node.name] = Decision(unit.name, unit.backend, composite, notes, constant)
     return Plan(
         model=graph.model,
         partitions=[u for u in units if u.backend != FALLBACK],

@@ -82,6 +82,7 @@ class Decision:
     backend: str  # backend name, or "onnxruntime"
     composite: str | None = None
     refusals: list[tuple[str, str]] = field(default_factory=list)  # (backend, reason)
+    constant: bool = False  # a constant node: folded, bound inside the units that read it
 
 
 @dataclass
@@ -230,11 +231,17 @@ class Plan:
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
         ]
         lines.insert(1, "  ".join("-" * w for w in widths))
-        n_nodes = len(self.decisions)
-        claimed = n_nodes - len(self.fallback_nodes)
+        work = {n for n, d in self.decisions.items() if not d.constant}
+        n_nodes = len(work)
+        claimed = n_nodes - len(work.intersection(self.fallback_nodes))
         lines.append(
             f"{len(self.partitions)} partition(s), {len(self.segments)} onnxruntime segment(s); "
             f"{claimed} of {n_nodes} nodes claimed by backends"
+            + (
+                f"; {constants} constant node(s)"
+                if (constants := len(self.decisions) - n_nodes)
+                else ""
+            )
         )
         lines.extend(self.placement_lines())
         return "\n".join(lines)

@@ -57,6 +57,13 @@ class Backend:
         return self._reason[0]
 
 
+def _short_lines(text: str, limit: int = 400) -> None:
+    """BYOC_TRACE's writer: hook calls with their arguments cut to ``limit`` characters a line
+    (an argument may be a serialized model: one run wrote 263 MB)."""
+    lines = [ln if len(ln) <= limit else ln[:limit] + " ...[cut]" for ln in text.split("\n")]
+    sys.stderr.write("\n".join(lines))
+
+
 class UnknownHooks(PluginError):
     """A plugin implements a hook that is not in byoc's hookspecs (a misspelling)."""
 
@@ -85,7 +92,7 @@ class Registry:
         self.pm = pluggy.PluginManager("byoc")
         self.pm.add_hookspecs(hookspecs)
         if os.environ.get(TRACE_VAR, "") not in ("", "0"):  # every hook call, on stderr
-            self.pm.trace.root.setwriter(sys.stderr.write)
+            self.pm.trace.root.setwriter(_short_lines)
             self.pm.enable_tracing()
         self.backends: dict[str, Backend] = {}
         self.broken: list[BrokenPlugin] = []

@@ -18,9 +18,11 @@ ProgressFn = Callable[[int, int, str], None]
 class TerminalProgress:
     """A progress callable for ``byoc.compile`` that rewrites one line with ``\\r``.
 
-    Use it as a context manager, which erases the line at the end. It draws nothing when
-    ``stream`` is not a terminal or ``enabled`` is false, and at most every ``interval``
-    seconds otherwise. ``label`` starts the line (``byoc batch`` counts samples: "running").
+    Use it as a context manager, which erases the line at the end. It draws at most every
+    ``interval`` seconds; when ``stream`` is not a terminal it writes one plain line, once a
+    compile has taken ``note_after`` seconds (a log then shows why nothing else came);
+    ``enabled`` false: nothing at all. ``label`` starts the line (``byoc batch`` counts
+    samples: "running").
     """
 
     def __init__(
@@ -33,22 +35,30 @@ class TerminalProgress:
     ) -> None:
         self.stream = stream if stream is not None else sys.stderr
         self.label = label
+        self.quiet_ok = enabled  # --quiet: nothing at all
         self.enabled = enabled and _isatty(self.stream)
+        self.note_after = 5.0  # seconds before a non-terminal gets its one line
+        self._start = 0.0
+        self._noted = False
         self.width = width
         self.interval = interval
         self._last = 0.0
         self._drawn = 0
 
     def __call__(self, index: int, total: int, name: str) -> None:
-        if not self.enabled:
-            return
         now = time.monotonic()
+        if not self.enabled:  # not a terminal: one plain line, once a compile takes a while
+            self._start = self._start or now
+            if self.quiet_ok and not self._noted and now - self._start > self.note_after:
+                self.stream.write(f"byoc: still {self.label}: {name} ({index} of {total})\n")
+                self._noted = True
+            return
         if index not in (1, total) and now - self._last < self.interval:
             return
         self._last = now
         filled = self.width * (index - 1) // max(total, 1)
         bar = "#" * filled + "." * (self.width - filled)
-        self._draw(f"{self.label} [{bar}] {index}/{total} {name}")
+        self._draw(f"{self.label} [{bar}] {name} ({index} of {total})")
 
     def _draw(self, text: str) -> None:
         pad = max(self._drawn - len(text), 0)

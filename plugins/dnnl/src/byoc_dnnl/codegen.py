@@ -135,7 +135,8 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
                 for m in nodes[i]["members"]
             }
         )
-    has_host = any(n["op"] == "host" or n.get("dtype") != "float32" for n in nodes)
+    # kernel nodes carry no dtype: they compute float32 (or the int8 of their kind)
+    has_host = any(n["op"] == "host" or n.get("dtype", "float32") != "float32" for n in nodes)
     graph = {
         "format": FORMAT_HOST if has_host else FORMAT,
         "symbol": partition.name,
