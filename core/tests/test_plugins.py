@@ -289,3 +289,44 @@ def test_a_reference_backend_claims_only_when_named_and_explain_says_why():
     )
     named = byoc.partition(model, {"backends": ["examplejson"]}, registry=reg)
     assert [p.backend for p in named.partitions] == ["examplejson"]
+
+
+class Unguarded:
+    """A plugin whose hooks never look at the backend name: routing must keep it to its own."""
+
+    def __init__(self, name: str, op: str) -> None:
+        self.name, self.op, self.codegens = name, op, []
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register):
+        register(self.name)
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend, config):
+        return {self.op: None}
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend, partition, config):
+        self.codegens.append((backend, partition.name))
+        return partition.model
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(artifact.SerializeToString())
+        names = [i.name for i in session.get_inputs()]
+        return type("R", (), {"run": lambda _, args: session.run(None, dict(zip(names, args)))})()
+
+
+def test_each_hook_call_goes_to_the_plugin_that_owns_the_backend():
+    model = make_model([node("Relu", ["x"], "r"), node("Neg", ["r"], "y")], {"x": [4]}, ["y"])
+    reg = plugins.Registry(only=[])
+    relu, neg = Unguarded("relus", "Relu"), Unguarded("negs", "Neg")
+    reg.add(relu, "byoc-relus")
+    reg.add(neg, "byoc-negs")
+    compiled = byoc.compile(model, {"backends": ["relus", "negs"]}, registry=reg)
+    assert [s.unit.backend for s in compiled.steps] == ["relus", "negs"]
+    assert relu.codegens == [("relus", "relus_0")] and neg.codegens == [("negs", "negs_0")]
+    with pytest.raises(byoc.PluginError, match="no installed plugin registered the backend"):
+        reg.route("nosuch")

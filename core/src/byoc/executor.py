@@ -128,7 +128,7 @@ def load_module(
         data = Path(path).read_bytes()
     except OSError as exc:
         raise ArtifactError(f"cannot read '{path}': {exc}") from None
-    artifact = reg.hook.byoc_deserialize(backend=backend, data=data, trust_native=False)
+    artifact = reg.route(backend).byoc_deserialize(backend=backend, data=data, trust_native=False)
     if artifact is None:
         raise ArtifactError(f"backend '{backend}' cannot load artifacts (no deserialize hook)")
     table = load_config(config).backend_table(backend, reg.backends[backend].options)

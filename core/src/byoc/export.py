@@ -169,7 +169,7 @@ def _build_id(reg: Registry, name: str) -> str:
 def _serialize(reg: Registry, unit: Partition, artifact: Any) -> bytes:
     where = f"partition {unit.name} (backend {unit.backend})"
     try:
-        data = reg.hook.byoc_serialize(backend=unit.backend, artifact=artifact)
+        data = reg.route(unit.backend).byoc_serialize(backend=unit.backend, artifact=artifact)
     except ByocError:
         raise
     except Exception as exc:

@@ -103,27 +103,21 @@ def byoc_register_backends(register: Any) -> None:
 
 @hookimpl
 def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Any:
-    if backend != FALLBACK:
-        return None
     return partition.model.SerializeToString()
 
 
 @hookimpl
 def byoc_create_runtime(backend: str, artifact: Any, config: Mapping[str, Any]) -> Any:
-    if backend != FALLBACK:
-        return None
     return OrtRuntime(artifact, config)
 
 
 @hookimpl
 def byoc_serialize(backend: str, artifact: Any) -> bytes | None:
-    return bytes(artifact) if backend == FALLBACK else None
+    return bytes(artifact)
 
 
 @hookimpl
 def byoc_deserialize(backend: str, data: bytes) -> Any:
-    if backend != FALLBACK:
-        return None
     try:
         onnx.ModelProto().ParseFromString(data)
     except Exception as exc:

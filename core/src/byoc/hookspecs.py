@@ -59,8 +59,7 @@ def byoc_register_backends(register: Callable[..., None]) -> None:
 def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
     """Return the single ops the backend claims, with a check per op type.
 
-    Dispatch hook: implementations return ``None`` for backends that are not theirs. The
-    results of all plugins are collected.
+    Routed: called on the plugin that registered ``backend`` only (``Registry.route``).
 
     :param backend: the backend name.
     :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
@@ -73,7 +72,7 @@ def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any
 def byoc_pattern_table(backend: str, config: Mapping[str, Any]) -> list[Any] | None:
     """Return the backend's composite patterns, most specific first.
 
-    Dispatch hook: implementations return ``None`` for backends that are not theirs.
+    Routed: called on the plugin that registered ``backend`` only (``Registry.route``).
 
     :param backend: the backend name.
     :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
@@ -95,7 +94,7 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
 
     Stops at first non-None result. Called once per partition at compile time.
 
-    :param backend: the backend name; return ``None`` if it is not yours.
+    :param backend: the backend name (one of yours: the call is routed to your plugin).
     :param partition: the partition: a standalone ONNX model, its composites and signature.
     :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
     :return: the artifact, any object your runtime and serialization hooks understand.
@@ -115,7 +114,7 @@ def byoc_create_runtime(backend: str, artifact: Any, config: Mapping[str, Any]) 
 
     Stops at first non-None result. Called once per partition, after codegen or after loading.
 
-    :param backend: the backend name; return ``None`` if it is not yours.
+    :param backend: the backend name (one of yours: the call is routed to your plugin).
     :param artifact: what ``byoc_codegen`` or ``byoc_deserialize`` returned.
     :param config: the backend's ``[backend.<name>]`` table, defaults filled in.
     :return: an object with ``run(inputs: list[numpy.ndarray]) -> list[numpy.ndarray]``
@@ -135,7 +134,7 @@ def byoc_serialize(backend: str, artifact: Any) -> bytes | None:
 
     Stops at first non-None result.
 
-    :param backend: the backend name; return ``None`` if it is not yours.
+    :param backend: the backend name (one of yours: the call is routed to your plugin).
     :param artifact: what ``byoc_codegen`` returned.
     :return: bytes that ``byoc_deserialize`` turns back into an equal artifact.
     """
@@ -151,7 +150,7 @@ def byoc_deserialize(backend: str, data: bytes, trust_native: bool) -> Any:
     source (refuse a difference); a carried compiled library is dropped unless
     ``trust_native``.
 
-    :param backend: the backend name; return ``None`` if it is not yours.
+    :param backend: the backend name (one of yours: the call is routed to your plugin).
     :param data: the bytes ``byoc_serialize`` wrote.
     :param trust_native: the user trusts the compiled code the file carries
         (``byoc.load(path, trust_native=True)``, ``byoc run --trust-native``): keep a carried

@@ -95,6 +95,8 @@ class Registry:
             self.pm.trace.root.setwriter(_short_lines)
             self.pm.enable_tracing()
         self.backends: dict[str, Backend] = {}
+        self.owners: dict[str, Any] = {}  # backend name -> the plugin object that registered it
+        self._routed: dict[tuple[str, str], Any] = {}
         self.broken: list[BrokenPlugin] = []
         self._add(fallback, "byoc", md.version("byoc"))
         seen: dict[str, str] = {}
@@ -150,6 +152,7 @@ class Registry:
                 )
             kwargs.setdefault("version", version)
             self.backends[name] = Backend(name=name, distribution=dist, hooks=hooks, **kwargs)
+            self.owners[name] = plugin
 
         for impl in impls:
             impl.function(register=register)
@@ -158,7 +161,24 @@ class Registry:
 
     @property
     def hook(self) -> Any:
+        """Every plugin's hooks (pluggy's ``pm.hook``); per-backend calls go through ``route``."""
         return self.pm.hook
+
+    def route(self, backend: str) -> Any:
+        """The hooks of the plugin that registered ``backend``, and of no other: TVM's
+        ``relay.ext.<name>`` lookup. ``reg.route("dnnl").byoc_codegen(backend="dnnl", ...)``
+        calls dnnl's plugin alone, so a plugin never filters on the name."""
+        if backend not in self.owners:
+            raise PluginError(f"no installed plugin registered the backend '{backend}'")
+        return _Route(self, backend)
+
+    def _caller(self, backend: str, hook: str) -> Any:
+        key = (backend, hook)
+        if key not in self._routed:
+            owner = self.owners[backend]
+            others = [p for p in self.pm.get_plugins() if p is not owner]
+            self._routed[key] = self.pm.subset_hook_caller(hook, others)
+        return self._routed[key]
 
     def claimable(self) -> list[Backend]:
         """Backends that can claim nodes (everything but the fallback), by default priority."""
@@ -167,7 +187,7 @@ class Registry:
 
     def supported_ops(self, backend: str, config: dict[str, Any]) -> dict[str, Any]:
         table: dict[str, Any] = {}
-        for result in self.hook.byoc_supported_ops(backend=backend, config=config):
+        for result in self.route(backend).byoc_supported_ops(backend=backend, config=config):
             if result:
                 table.update(result)
         return table
@@ -176,10 +196,23 @@ class Registry:
         """The backend's ``(name, pattern, check)`` entries; TVM's ``(name, pattern)`` pairs
         get ``check = None``."""
         table: list[Any] = []
-        for result in self.hook.byoc_pattern_table(backend=backend, config=config):
+        for result in self.route(backend).byoc_pattern_table(backend=backend, config=config):
             for entry in result or ():
                 table.append(_pattern_entry(backend, entry))
         return table
+
+
+class _Route:
+    """``Registry.route(backend)``: attribute ``byoc_<hook>`` is that hook, calling the
+    backend's own plugin only."""
+
+    def __init__(self, reg: Registry, backend: str) -> None:
+        self._reg, self._backend = reg, backend
+
+    def __getattr__(self, hook: str) -> Any:
+        if not hook.startswith("byoc_"):
+            raise AttributeError(hook)
+        return self._reg._caller(self._backend, hook)
 
 
 def _pattern_entry(backend: str, entry: Any) -> tuple[str, Pattern, Any]:

@@ -224,7 +224,9 @@ def json_of(data: bytes, where: str) -> Any:
 
 def _deserialize(reg: Registry, backend: str, data: bytes, where: str, trust: bool) -> Any:
     try:
-        artifact = reg.hook.byoc_deserialize(backend=backend, data=data, trust_native=trust)
+        artifact = reg.route(backend).byoc_deserialize(
+            backend=backend, data=data, trust_native=trust
+        )
     except ArtifactError as exc:
         raise ArtifactError(f"{where} (backend {backend}) is damaged: {exc}") from None
     except ByocError:

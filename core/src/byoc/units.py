@@ -19,7 +19,7 @@ def compile_unit(
     failure, not a damaged file)."""
     where = f"partition {unit.name} (backend {backend})"
     try:
-        artifact = reg.hook.byoc_codegen(backend=backend, partition=unit, config=config)
+        artifact = reg.route(backend).byoc_codegen(backend=backend, partition=unit, config=config)
         if artifact is None:
             raise BackendError(f"{where}: no installed plugin generates code for '{backend}'")
         return artifact, create_runtime(reg, backend, unit.name, artifact, config)
@@ -45,7 +45,9 @@ def create_runtime(
     """The runtime object a backend makes of an artifact (after codegen or loading)."""
     where = f"partition {name} (backend {backend})"
     try:
-        runtime = reg.hook.byoc_create_runtime(backend=backend, artifact=artifact, config=config)
+        runtime = reg.route(backend).byoc_create_runtime(
+            backend=backend, artifact=artifact, config=config
+        )
     except ByocError:
         raise
     except Exception as exc:

@@ -78,7 +78,7 @@ def test_run_is_thread_safe(config):
 
 
 def hooks():
-    return registry().hook
+    return registry().route("ccompiler")
 
 
 def test_serialize_deserialize_run(config):

@@ -2127,7 +2127,6 @@ def test_serialize_deserialize_run(compiled: byoc.CompiledModel) -> None:
     runtime = plugin.byoc_create_runtime(backend="dnnl", artifact=again, config={})
     x = rand(1, 3, 10, 12)
     np.testing.assert_array_equal(runtime.run([x])[0], step.runtime.run([x])[0])
-    assert plugin.byoc_serialize(backend="other", artifact=step.artifact) is None
 
 
 def test_loading_with_threads_caps_onednn_threads(compiled: byoc.CompiledModel, tmp_path) -> None:  # type: ignore[no-untyped-def]

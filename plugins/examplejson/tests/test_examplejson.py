@@ -193,7 +193,7 @@ def test_serialize_and_deserialize_round_trip():
     )
     compiled = byoc.compile(model, ALL)
     step = compiled.steps[0]
-    hook = byoc.plugins.registry().hook
+    hook = byoc.plugins.registry().route("examplejson")
     data = hook.byoc_serialize(backend="examplejson", artifact=step.artifact)
     again = hook.byoc_deserialize(backend="examplejson", data=data)
     x = np.arange(12, dtype=np.float32).reshape(3, 4) - 6
@@ -223,7 +223,7 @@ def test_serialize_and_deserialize_round_trip():
     ],
 )
 def test_damaged_text_is_an_artifact_error(text, words):
-    hook = byoc.plugins.registry().hook
+    hook = byoc.plugins.registry().route("examplejson")
     with pytest.raises(byoc.ArtifactError) as err:
         hook.byoc_deserialize(backend="examplejson", data=text.encode())
     assert words in str(err.value)

@@ -447,17 +447,18 @@ def test_serialize_deserialize_runs_the_same(
     compiled = byoc.compile(model, backend_config)
     want = compiled.run(feeds)
     reg = registry()
+    hook = reg.route(conformance_backend)
     table = _table(backend_config, conformance_backend)
     for step in compiled.steps:
         if step.unit.backend != conformance_backend:
             continue
-        data = reg.hook.byoc_serialize(backend=conformance_backend, artifact=step.artifact)
+        data = hook.byoc_serialize(backend=conformance_backend, artifact=step.artifact)
         assert isinstance(data, bytes), f"byoc_serialize returned {type(data).__name__}, not bytes"
-        artifact = reg.hook.byoc_deserialize(  # trusted: the bytes must come back whole
+        artifact = hook.byoc_deserialize(  # trusted: the bytes must come back whole
             backend=conformance_backend, data=data, trust_native=True
         )
         assert artifact is not None, "byoc_deserialize returned None for the backend's own bytes"
-        assert reg.hook.byoc_serialize(backend=conformance_backend, artifact=artifact) == data
+        assert hook.byoc_serialize(backend=conformance_backend, artifact=artifact) == data
         step.runtime = create_runtime(reg, conformance_backend, step.unit.name, artifact, table)
     got = compiled.run(feeds)
     for name, value in want.items():
@@ -466,7 +467,7 @@ def test_serialize_deserialize_runs_the_same(
 
 def test_damaged_artifacts_are_refused(conformance_backend: str) -> None:
     """Bytes the backend did not write make ``byoc_deserialize`` raise ``byoc.ArtifactError``."""
-    hook = registry().hook
+    hook = registry().route(conformance_backend)
     for data in [b"", b"\x00\xff\xfe not an artifact \x00", bytes(range(256)) * 4]:
         with pytest.raises(ArtifactError):
             hook.byoc_deserialize(backend=conformance_backend, data=data, trust_native=False)

@@ -333,13 +333,11 @@ def byoc_register_backends(register: Any) -> None:
 
 @byoc.hookimpl
 def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
-    return _checks(config) if backend == NAME else None
+    return _checks(config)
 
 
 @byoc.hookimpl
 def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Artifact | None:
-    if backend != NAME:
-        return None
     toolchain = _required_toolchain(config, partition.name)
     options = Options(
         openmp=toolchain.openmp,
@@ -380,8 +378,6 @@ def _build(artifact: Artifact, toolchain: Toolchain, config: Mapping[str, Any]) 
 def byoc_create_runtime(
     backend: str, artifact: Artifact, config: Mapping[str, Any]
 ) -> Module | None:
-    if backend != NAME:
-        return None
     library = artifact.library
     if library is None or not library.usable_here() or not config.get("load_library", True):
         # none (a loaded file's is used only when trusted), or another machine's: build the
@@ -407,13 +403,11 @@ def byoc_create_runtime(
 
 @byoc.hookimpl
 def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
-    return encode(artifact) if backend == NAME else None
+    return encode(artifact)
 
 
 @byoc.hookimpl
 def byoc_deserialize(backend: str, data: bytes, trust_native: bool) -> Artifact | None:
-    if backend != NAME:
-        return None
     try:
         return decode(data, trust_native)
     except ArtifactError:

@@ -140,12 +140,12 @@ def byoc_register_backends(register: Any) -> None:
 
 @byoc.hookimpl
 def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
-    return annotate.supported_ops(config) if backend == NAME else None
+    return annotate.supported_ops(config)
 
 
 @byoc.hookimpl
 def byoc_pattern_table(backend: str, config: Mapping[str, Any]) -> list[Any] | None:
-    return annotate.pattern_table(config) if backend == NAME else None
+    return annotate.pattern_table(config)
 
 
 @byoc.hookimpl
@@ -153,8 +153,6 @@ def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) 
     """The JSON graph, built once into a native net to read the kernels oneDNN picked: nodes
     it would run on a reference kernel are refused (``byoc.NodesRefused``), so onnxruntime
     runs them. The net is handed to ``byoc_create_runtime`` instead of being built again."""
-    if backend != NAME:
-        return None
     _check_config(config)
     artifact = codegen(partition)
     if config.get("codegen", "json") == "c":
@@ -245,8 +243,6 @@ def _runtime_key(config: Mapping[str, Any]) -> tuple[Any, ...]:
 
 @byoc.hookimpl
 def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, Any]) -> Any:
-    if backend != NAME:
-        return None
     _check_config(config)
     prebuilt, artifact.prebuilt = artifact.prebuilt, None
     if prebuilt is not None and prebuilt[0] == _runtime_key(config):
@@ -272,8 +268,6 @@ def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, A
 
 @byoc.hookimpl
 def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
-    if backend != NAME:
-        return None
     index: dict[str, list[int]] = {}
     blobs = []
     offset = 0
@@ -301,8 +295,6 @@ def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
 
 @byoc.hookimpl
 def byoc_deserialize(backend: str, data: bytes, trust_native: bool) -> Artifact | None:
-    if backend != NAME:
-        return None
     view = memoryview(bytes(data))
     if bytes(view[:8]) != MAGIC:
         raise ArtifactError("dnnl artifact: bad magic (not written by byoc-dnnl)")

@@ -102,8 +102,6 @@ def byoc_register_backends(register: Any) -> None:
 
 @byoc.hookimpl
 def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
-    if backend != NAME:
-        return None
     return {op_type: _check for op_type in OPS}
 
 
@@ -420,25 +418,23 @@ def _parse_op(line: str, defined: set[int]) -> _Instr:
 
 @byoc.hookimpl
 def byoc_codegen(backend: str, partition: Partition, config: Mapping[str, Any]) -> Artifact | None:
-    return Artifact(codegen(partition)) if backend == NAME else None
+    return Artifact(codegen(partition))
 
 
 @byoc.hookimpl
 def byoc_create_runtime(
     backend: str, artifact: Artifact, config: Mapping[str, Any]
 ) -> Module | None:
-    return Module(artifact.source) if backend == NAME else None
+    return Module(artifact.source)
 
 
 @byoc.hookimpl
 def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
-    return artifact.source.encode() if backend == NAME else None
+    return artifact.source.encode()
 
 
 @byoc.hookimpl
 def byoc_deserialize(backend: str, data: bytes) -> Artifact | None:
-    if backend != NAME:
-        return None
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError as exc:
