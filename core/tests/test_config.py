@@ -72,8 +72,11 @@ def test_pyproject_tool_byoc_table(tmp_path):
         ("[compare]\ninputs = 3", ["'compare.inputs' must be a table"]),
         ("[compare]\nrtol = nan", ["'compare.rtol' must be a number >= 0, got nan"]),
         ("[compare]\natol = -1e-5", ["'compare.atol' must be a number >= 0"]),
-        ("[compare]\nseed = -1", ["'compare.seed' must be 0 or more"]),
-        ("[fallback]\nintra_op_num_threads = -1", ["'fallback.intra_op_num_threads' must be 0"]),
+        ("[compare]\nseed = -1", ["'compare.seed' must be at least 0"]),
+        (
+            "[fallback]\nintra_op_num_threads = -1",
+            ["'fallback.intra_op_num_threads' must be at least 0"],
+        ),
         (
             "[backend.examplejson]\nmin_partition_nodes = 0",
             ["'backend.examplejson.min_partition_nodes' must be at least 1"],

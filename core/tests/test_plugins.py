@@ -316,7 +316,11 @@ class Unguarded:
 
         session = ort.InferenceSession(artifact.SerializeToString())
         names = [i.name for i in session.get_inputs()]
-        return type("R", (), {"run": lambda _, args: session.run(None, dict(zip(names, args)))})()
+
+        def run(_, args):
+            return session.run(None, dict(zip(names, args, strict=True)))
+
+        return type("R", (), {"run": run})()
 
 
 def test_each_hook_call_goes_to_the_plugin_that_owns_the_backend():

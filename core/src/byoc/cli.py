@@ -17,6 +17,7 @@ import numpy as np
 
 import byoc
 from byoc.batch import MAX_SAMPLE_MB, check_counts, sample_files
+from byoc.config import allowed_values, describe
 from byoc.errors import ByocError, InputError
 from byoc.export import is_artifact
 from byoc.plugins import registry
@@ -63,6 +64,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 else [],
                 "description": b.description,
                 "reference": b.reference,
+                "options": _options(b.options),
                 "hooks": b.hooks,
             }
         )
@@ -78,6 +80,7 @@ def cmd_backends(args: argparse.Namespace) -> int:
                 "patterns": [],
                 "description": "",
                 "reference": False,
+                "options": {},
                 "hooks": [],
             }
         )
@@ -101,6 +104,21 @@ def cmd_backends(args: argparse.Namespace) -> int:
         if r["patterns"]:
             print(f"    patterns: {', '.join(r['patterns'])}")
     return 0
+
+
+def _options(options: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
+    """A backend's own options for ``byoc backends --json``: type, default, help, allowed."""
+    out = {}
+    for key, spec in options.items():
+        kind, default, text = spec[:3]
+        allowed = allowed_values(spec)
+        out[key] = {
+            "type": getattr(kind, "__name__", "list"),
+            "default": default,
+            "help": text,
+            "allowed": describe(allowed) if allowed is not None else None,
+        }
+    return out
 
 
 def _defaults(b: Any) -> dict[str, Any]:

@@ -12,14 +12,29 @@ from typing import Any
 
 from byoc.errors import ConfigError
 
-# key -> (type, default, help). A type of (list, str) is a list of str.
-FALLBACK_KEYS: dict[str, tuple[Any, Any, str]] = {
-    "intra_op_num_threads": (int, 0, "onnxruntime intra-op threads (0: onnxruntime decides)"),
-    "inter_op_num_threads": (int, 0, "onnxruntime inter-op threads (0: onnxruntime decides)"),
+# key -> (type, default, help) or (type, default, help, allowed). A type of (list, str) is a
+# list of str; ``allowed`` is a tuple of values or a range (any container: ``value in allowed``),
+# checked once here for the core's keys and every backend's options alike.
+Option = tuple[Any, ...]
+COUNT = range(0, 1 << 16)  # thread counts: 0 (the library decides) or more
+FALLBACK_KEYS: dict[str, Option] = {
+    "intra_op_num_threads": (
+        int,
+        0,
+        "onnxruntime intra-op threads (0: onnxruntime decides)",
+        COUNT,
+    ),
+    "inter_op_num_threads": (
+        int,
+        0,
+        "onnxruntime inter-op threads (0: onnxruntime decides)",
+        COUNT,
+    ),
     "graph_optimization_level": (
         str,
         "all",
         "onnxruntime graph optimizations: disable, basic, extended or all",
+        ("disable", "basic", "extended", "all"),
     ),
     "allow_spinning": (
         bool,
@@ -32,12 +47,13 @@ FALLBACK_KEYS: dict[str, tuple[Any, Any, str]] = {
         "raise",
         "what a backend failure at run time does: raise, or onnxruntime (rerun "
         "that partition on onnxruntime, with a warning)",
+        ("raise", "onnxruntime"),
     ),
 }
-COMPARE_KEYS: dict[str, tuple[Any, Any, str]] = {
+COMPARE_KEYS: dict[str, Option] = {
     "rtol": (float, 1e-4, "relative tolerance: |got - want| <= atol + rtol * |want|"),
     "atol": (float, 1e-4, "absolute tolerance"),
-    "seed": (int, 0, "seed of the random inputs"),
+    "seed": (int, 0, "seed of the random inputs", range(0, 1 << 63)),
     "inputs": (
         dict,
         {},
@@ -45,7 +61,7 @@ COMPARE_KEYS: dict[str, tuple[Any, Any, str]] = {
         "fills the input, a list is the whole input; other inputs stay random",
     ),
 }
-BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
+BACKEND_KEYS: dict[str, Option] = {
     "enabled": (bool, True, "false: the backend claims nothing"),
     "ops": ((list, str), None, "claim only these op types (allow-list)"),
     "exclude_ops": ((list, str), [], "never claim these op types"),
@@ -53,6 +69,7 @@ BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
         int,
         None,
         "partitions with fewer nodes go back to onnxruntime (default: the backend's)",
+        range(1, 1 << 31),
     ),
     "prune": (
         bool,
@@ -60,7 +77,7 @@ BACKEND_KEYS: dict[str, tuple[Any, Any, str]] = {
         "false: keep partitions the backend's own cost model would send back to onnxruntime",
     ),
 }
-COMPILE_KEYS: dict[str, tuple[Any, Any, str]] = {
+COMPILE_KEYS: dict[str, Option] = {
     "shape_cache": (
         int,
         8,
@@ -72,6 +89,7 @@ COMPILE_KEYS: dict[str, tuple[Any, Any, str]] = {
         "measured",
         "measured: time each backend partition against onnxruntime on real inputs and keep "
         "only those that win; static: keep every partition the backends claim",
+        ("measured", "static"),
     ),
     "margin": (
         float,
@@ -93,11 +111,6 @@ COMPILE_KEYS: dict[str, tuple[Any, Any, str]] = {
     ),
 }
 TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare", "compile")
-_CHOICES = {
-    "graph_optimization_level": ("disable", "basic", "extended", "all"),
-    "on_backend_error": ("raise", "onnxruntime"),
-    "placement": ("measured", "static"),
-}
 
 
 @dataclass
@@ -115,9 +128,7 @@ class Config:
     source: str = "<dict>"
     fallback_explicit: set[str] = field(default_factory=set)  # [fallback] keys the user set
 
-    def backend_table(
-        self, name: str, options: Mapping[str, tuple[Any, Any, str]]
-    ) -> dict[str, Any]:
+    def backend_table(self, name: str, options: Mapping[str, Option]) -> dict[str, Any]:
         """A backend's table with defaults filled in; its own keys are checked against
         ``options``."""
         raw = dict(self.backend.get(name, {}))
@@ -191,11 +202,6 @@ def _check_ranges(cfg: Config, source: str) -> None:
         value = cfg.compare[key]
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{source}: 'compare.{key}' must be a number >= 0, got {value}")
-    for table, key in (("fallback", "intra_op_num_threads"), ("fallback", "inter_op_num_threads"),
-                       ("compare", "seed")):  # fmt: skip
-        value = getattr(cfg, table)[key]
-        if value < 0:
-            raise ConfigError(f"{source}: '{table}.{key}' must be 0 or more, got {value}")
 
 
 def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
@@ -207,7 +213,7 @@ def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:
 
 
 def _check_table(
-    raw: dict[str, Any], known: Mapping[str, tuple[Any, Any, str]], where: str, source: str
+    raw: dict[str, Any], known: Mapping[str, Option], where: str, source: str
 ) -> dict[str, Any]:
     out = {}
     for key, value in raw.items():
@@ -216,19 +222,29 @@ def _check_table(
                 f"{source}: unknown key '{where}.{key}' (known: {', '.join(sorted(known))})"
             )
         out[key] = _typed(value, known[key][0], f"{where}.{key}", source)
-        if key in _CHOICES and out[key] not in _CHOICES[key]:
+        allowed = allowed_values(known[key])
+        if allowed is not None and out[key] not in allowed:
             raise ConfigError(
-                f"{source}: '{where}.{key}' must be one of {', '.join(_CHOICES[key])}, "
-                f"got {value!r}"
+                f"{source}: '{where}.{key}' must be {describe(allowed)}, got {value!r}"
             )
-    for key, (_, default, _) in known.items():
+    for key, spec in known.items():
+        default = spec[1]
         out.setdefault(key, type(default)(default) if isinstance(default, list | dict) else default)
-    if isinstance(out.get("min_partition_nodes"), int) and out["min_partition_nodes"] < 1:
-        raise ConfigError(
-            f"{source}: '{where}.min_partition_nodes' must be at least 1, got "
-            f"{out['min_partition_nodes']}"
-        )
     return out
+
+
+def allowed_values(spec: Option) -> Any:
+    """An option's allowed values (a tuple or a range), or None when any value of its type is."""
+    return spec[3] if len(spec) > 3 else None
+
+
+def describe(allowed: Any) -> str:
+    """``one of json, c``; ``at least 1``; ``between 0 and 8``."""
+    if isinstance(allowed, range):
+        if allowed.stop >= 1 << 15:
+            return f"at least {allowed.start}"
+        return f"between {allowed.start} and {allowed.stop - 1}"
+    return "one of " + ", ".join(map(str, allowed))
 
 
 def _typed(value: Any, kind: Any, key: str, source: str) -> Any:

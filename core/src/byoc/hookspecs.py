@@ -34,7 +34,9 @@ def byoc_register_backends(register: Callable[..., None]) -> None:
         reference=..., description=...)`` once per backend. ``available`` is a callable
         returning ``None`` when the backend can be used, or a reason string when it cannot (no C
         compiler, library missing). ``options`` maps each key of the backend's own
-        ``[backend.<name>]`` table to ``(type, default, help)``. ``priority`` orders backends
+        ``[backend.<name>]`` table to ``(type, default, help)`` or ``(type, default, help,
+        allowed)``, allowed a tuple of values or a range, which byoc checks once for every
+        table it builds (config and loaded files). ``priority`` orders backends
         when the config gives no ``backends`` list (higher first). ``prune(nodes:
         list[NodeView])`` returns a reason to send a too-small partition back to onnxruntime, or
         None to keep it. ``fallback_defaults`` gives ``[fallback]`` values to use, when the user

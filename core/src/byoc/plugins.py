@@ -23,13 +23,14 @@ TRACE_VAR = "BYOC_TRACE"
 
 @dataclass
 class Backend:
-    """A registered backend. ``options`` maps its own config keys to (type, default, help)."""
+    """A registered backend. ``options`` maps its own config keys to (type, default, help) or
+    (type, default, help, allowed values: a tuple or a range)."""
 
     name: str
     version: str
     distribution: str
     available: Callable[[], str | None] = lambda: None
-    options: dict[str, tuple[Any, Any, str]] = field(default_factory=dict)
+    options: dict[str, tuple[Any, ...]] = field(default_factory=dict)
     min_partition_nodes: int = 1
     priority: int = 0
     description: str = ""

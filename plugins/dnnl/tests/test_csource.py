@@ -164,7 +164,7 @@ def test_damaged_c_artifacts_are_refused(compiled: byoc.CompiledModel) -> None:
 
 
 def test_a_bad_codegen_option_is_a_config_error() -> None:
-    with pytest.raises(byoc.ConfigError, match="codegen must be one of json, c"):
+    with pytest.raises(byoc.ConfigError, match=r"'backend\.dnnl\.codegen' must be one of json, c"):
         byoc.compile(block(), {**C, "backend": {"dnnl": {"codegen": "verilog"}}})
 
 

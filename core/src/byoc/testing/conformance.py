@@ -19,6 +19,11 @@ The suite checks that:
   node, compiles and matches onnxruntime (one test over the claimed ops: nothing is generated,
   or skipped, for ops the backend does not claim; ops without a case are listed in a skip, and
   representative nodes the backend refuses in warnings);
+- each of those nodes also matches onnxruntime where real models put it: an operand that is a
+  constant (an initializer of the partition, not one of ``partition.inputs``), operands that
+  broadcast, one value as two inputs (``Add(x, x)``), outputs that other nodes of the
+  partition read, a node with several outputs of which one is used (``byoc.testing.ops.
+  wirings``);
 - every pattern of its pattern table forms its composite on a graph built from the pattern,
   compiles and matches onnxruntime (patterns that cannot be built are reported as warnings);
 - those claimed ops and patterns match onnxruntime on special values too (NaN, +inf, -inf,
@@ -32,6 +37,9 @@ The suite checks that:
 - an op it does not claim falls back to onnxruntime, values flowing between the two;
 - ``run`` gives the same results from many threads at once;
 - the backend is listed by ``byoc backends --json`` with the ops it claims.
+
+``byoc.compile`` gives a partition that raises on its measurement inputs back to onnxruntime
+(fail safe); in the suite that is a failure, so a crashing kernel cannot pass for a match.
 """
 
 from __future__ import annotations
@@ -66,6 +74,8 @@ from byoc.testing.ops import (
     pattern_model,
     single_op_model,
     special_feeds,
+    wiring_model,
+    wirings,
 )
 from byoc.units import create_runtime
 
@@ -75,6 +85,7 @@ __all__ = [
     "backend_tolerance",
     "conformance_backend",
     "test_backend_is_listed",
+    "test_claimed_ops_in_partitions",
     "test_claimed_ops_match_onnxruntime",
     "test_claimed_ops_on_integer_edges",
     "test_claimed_ops_on_special_values",
@@ -128,7 +139,8 @@ def backend_tolerance() -> tuple[float, float]:
 def backend_known_failures() -> dict[tuple[str, str], str]:
     """``{(op type or pattern name, case): why}``: cases the backend is known to get wrong,
     expected to fail (strict xfail). A case is a key of ``SPECIAL_VALUES``, a dtype of
-    ``INTEGER_DTYPES`` (its limits), ``"<dtype> / 0"``, or one of the refused nodes of
+    ``INTEGER_DTYPES`` (its limits), ``"<dtype> / 0"``, a wiring of ``byoc.testing.ops.wirings``
+    (``"input 1 constant"``, ...), or one of the refused nodes of
     ``test_nodes_onnxruntime_refuses_are_not_claimed`` (as its failure message names it)."""
     return {}
 
@@ -170,9 +182,13 @@ def test_claimed_ops_match_onnxruntime(
             refused.append(f"{op_type}: the representative node was refused: {why}")
             continue
         try:
-            assert_matches_onnxruntime(model, backend_config, feeds, rtol=rtol, atol=atol)
+            report = assert_matches_onnxruntime(model, backend_config, feeds, rtol=rtol, atol=atol)
         except Exception as exc:  # a mismatch (AssertionError) or a crash: both are failures
             failures.append(f"{op_type}: {type(exc).__name__}: {exc}")
+            continue
+        returned = _returned(report.plan)
+        if returned:
+            failures.append(f"{op_type}: {returned}")
     for note in refused:
         warnings.warn(f"conformance, backend {conformance_backend}: {note}", stacklevel=1)
     assert len(refused) < len(claimed), "the backend refused every representative node it claims"
@@ -186,6 +202,57 @@ def test_claimed_ops_without_a_case(
     missing = sorted(set(_claimed(backend_config, conformance_backend)) - set(OP_CASES))
     if missing:
         pytest.skip(f"no representative node (byoc.testing.ops.OP_CASES) for: {', '.join(missing)}")
+
+
+_TOGETHER = "all wirings in one model"
+
+
+def test_claimed_ops_in_partitions(
+    conformance_backend: str,
+    backend_config: dict[str, Any],
+    backend_tolerance: tuple[float, float],
+    backend_known_failures: dict[tuple[str, str], str],
+) -> None:
+    """Each claimed op's representative node matches onnxruntime wired as real models wire it:
+    an operand that is a constant, so an initializer of the partition and not one of
+    ``partition.inputs``; operands that broadcast; one value as two inputs (``Add(x, x)``);
+    outputs that other nodes of the partition read; several outputs of which one is used
+    (``byoc.testing.ops.wirings``). An op's wirings run as one model; when it differs from
+    onnxruntime, each runs alone to name the ones that fail. Wirings whose node the backend
+    refuses are reported as warnings."""
+    claimed = _claimed(backend_config, conformance_backend)
+    results: dict[tuple[str, str], str | None] = {}
+    refused: list[str] = []
+    for op_type in sorted(set(claimed) & set(OP_CASES)):
+        names = wirings(op_type, claimed)
+        if not names:
+            continue
+        model, feeds, nodes = wiring_model(op_type, claimed)
+        found = _claimed_model(model, backend_config)
+        if found is None:
+            continue  # nothing claimed: test_claimed_ops_match_onnxruntime says why
+        compiled = found[0]
+        if not isinstance(compiled, str) and compiled.plan is not None:
+            for node in sorted(set(nodes) & set(compiled.plan.fallback_nodes)):
+                reason = _why_not(compiled.plan, node, conformance_backend)
+                refused.append(f"{op_type} ({nodes[node]}): refused: {reason}")
+        why = _difference(*found, feeds, backend_tolerance)
+        if why is None:
+            results.update({(op_type, wiring): None for wiring in names})
+            continue
+        alone: dict[tuple[str, str], str | None] = {}
+        for wiring in names:
+            model, feeds, _ = wiring_model(op_type, claimed, only=wiring)
+            found = _claimed_model(model, backend_config)
+            alone[op_type, wiring] = (
+                None if found is None else _difference(*found, feeds, backend_tolerance)
+            )
+        if not any(alone.values()):  # each passes alone: they fail together
+            alone[op_type, _TOGETHER] = why
+        results.update(alone)
+    for note in refused:
+        warnings.warn(f"conformance, backend {conformance_backend}: {note}", stacklevel=1)
+    _verdict(results, backend_known_failures)
 
 
 # -- patterns ---------------------------------------------------------------------------------
@@ -214,6 +281,10 @@ def test_patterns_match_onnxruntime(
             report = byoc.compare(model, backend_config, feeds, rtol=rtol, atol=atol)
         except Exception as exc:
             failures.append(f"{name}: {type(exc).__name__}: {exc}")
+            continue
+        why = _returned(report.plan)
+        if why:
+            failures.append(f"{name}: {why}")
             continue
         formed = {c.name for p in report.plan.partitions for c in p.composites}
         if name not in formed:
@@ -291,9 +362,21 @@ def _claimed_model(
     except Exception:
         return None
     try:
-        return byoc.compile(model, config), reference
+        compiled = byoc.compile(model, config)
     except Exception as exc:
         return f"compiling failed: {type(exc).__name__}: {exc}", reference
+    return _returned(compiled.plan) or compiled, reference
+
+
+def _returned(plan: byoc.Plan | None) -> str | None:
+    """Why ``byoc.compile`` gave a backend partition back to onnxruntime, or None. It runs
+    each partition once and returns one that raises (fail safe), which would hide a broken
+    kernel from the suite: here that is a failure."""
+    placement = plan.placement if plan is not None else None
+    for m in placement.measurements if placement is not None else []:
+        if m.failure is not None:
+            return f"byoc.compile returned {m.partition} to onnxruntime: {m.failure}"
+    return None
 
 
 def _verdict(
@@ -445,6 +528,7 @@ def test_serialize_deserialize_runs_the_same(
     """Every partition's artifact, serialized and deserialized, runs with the same results."""
     model, feeds = _claimed_example(backend_config, conformance_backend)
     compiled = byoc.compile(model, backend_config)
+    assert _returned(compiled.plan) is None, _returned(compiled.plan)
     want = compiled.run(feeds)
     reg = registry()
     hook = reg.route(conformance_backend)
@@ -497,6 +581,7 @@ def test_unclaimed_op_falls_back_to_onnxruntime(
     model = onnx.shape_inference.infer_shapes(model)
     rtol, atol = backend_tolerance
     report = assert_matches_onnxruntime(model, config, feeds, rtol=rtol, atol=atol)
+    assert _returned(report.plan) is None, _returned(report.plan)
     assert "unclaimed" in report.plan.fallback_nodes, report.plan.table()
     if not report.plan.partitions:  # e.g. a prune hook that finds one node not worth it now
         why = _why_not(report.plan, model.graph.node[0].name, conformance_backend)
@@ -508,6 +593,7 @@ def test_run_is_thread_safe(conformance_backend: str, backend_config: dict[str, 
     """``run`` from 8 threads at once gives each caller its own, correct results."""
     model, feeds = _claimed_example(backend_config, conformance_backend)
     compiled = byoc.compile(model, backend_config)
+    assert _returned(compiled.plan) is None, _returned(compiled.plan)
     rng = np.random.default_rng(1)
     batches = [
         {

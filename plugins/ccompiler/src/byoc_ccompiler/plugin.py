@@ -33,7 +33,12 @@ OPTIONS: dict[str, tuple[Any, Any, str]] = {
         "compiler flags (default: -O3, -march=native, -fno-math-errno, -fno-trapping-math "
         "and -fopenmp (else -fopenmp-simd), each where the compiler takes it)",
     ),
-    "omp_min_elements": (int, 1 << 16, "loops over at least this many elements use OpenMP"),
+    "omp_min_elements": (
+        int,
+        1 << 16,
+        "loops over at least this many elements use OpenMP",
+        range(0, 1 << 62),
+    ),
     "fuse": (
         bool,
         True,
