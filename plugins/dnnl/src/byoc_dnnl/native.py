@@ -107,9 +107,10 @@ def _headers() -> list[str]:
 
 
 def build_id() -> str:
-    """What decides the native code's speed besides byoc-dnnl's version: the plugin's C++ files
-    and the oneDNN they link (measured placement's cache key)."""
-    files = sorted(_package().glob("*.[ch]*"))
+    """What decides the native code's speed besides byoc-dnnl's version: the plugin's C++ files,
+    the Python that lowers and fuses the graph, and the oneDNN they link (measured placement's
+    cache key: a rebuilt plugin is timed again)."""
+    files = sorted([*_package().glob("*.[ch]*"), *_package().glob("*.py")])
     digest = hashlib.sha256(b"".join(f.read_bytes() for f in files) + ops.header().encode())
     try:
         digest.update(str(onednn_prefix()).encode())
