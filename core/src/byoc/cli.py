@@ -210,7 +210,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     if inputs is None:
         signature = compiled.plan.model if compiled.plan is not None else compiled.inputs
         inputs = byoc.random_inputs(
-            signature, cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
+            signature,
+            cfg.shapes,
+            cfg.compare["seed"],
+            cfg.compare["inputs"],
+            compiled.input_ranges,
         )
     outputs = compiled.run(inputs)
     if args.output:

@@ -18,7 +18,7 @@ from byoc.errors import BackendError, ByocError, InputError
 from byoc.export import save
 from byoc.fallback import raw_run
 from byoc.graph import Graph, TensorType
-from byoc.inputs import check_inputs
+from byoc.inputs import check_inputs, value_ranges
 from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry
 from byoc.shapes import Specializations
@@ -107,6 +107,7 @@ class CompiledModel:
         backend_configs: Mapping[str, Mapping[str, Any]] | None = None,
         registry: Registry | None = None,
         shapes: Specializations | None = None,
+        input_ranges: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         self.plan = plan
         self.registry = registry or plugins.registry()  # the plugins that made its runtimes
@@ -115,11 +116,15 @@ class CompiledModel:
         self.backend_configs = {k: dict(v) for k, v in (backend_configs or {}).items()}
         if plan is not None and inputs is None:
             graph = Graph(plan.model)
+            input_ranges = value_ranges(graph)
             inputs = {n: graph.type_of(n) for n in graph.inputs}
             outputs = {n: graph.type_of(n) for n in graph.outputs}
             values = {n: graph.constant(n) for n in graph.outputs}
             constants = {n: v for n, v in values.items() if v is not None}
         self.inputs: dict[str, TensorType | None] = dict(inputs or {})
+        # [low, high) of integer inputs whose meaning the graph gives (indices, masks): random
+        # inputs for this model use them, loaded or not (byoc.inputs.value_ranges)
+        self.input_ranges = dict(input_ranges or {})
         self.output_types: dict[str, TensorType | None] = dict(outputs or {})
         self.outputs = list(self.output_types)
         self._constants = dict(constants or {})

@@ -103,7 +103,10 @@ def save(compiled: CompiledModel, path: str | os.PathLike[str]) -> Path:
             }
             for name in used
         ],
-        "inputs": [_type_json(n, t) for n, t in compiled.inputs.items()],
+        "inputs": [
+            {**_type_json(n, t), **_range(compiled.input_ranges.get(n))}
+            for n, t in compiled.inputs.items()
+        ],
         "outputs": [_type_json(n, compiled.output_types.get(n)) for n in compiled.outputs],
         "constants": constants,
         "fallback": dict(compiled.fallback_config),
@@ -187,6 +190,11 @@ def _serialize(reg: Registry, unit: Partition, artifact: Any) -> bytes:
 def _add(members: dict[str, bytes], name: str, data: bytes) -> dict[str, Any]:
     members[name] = data
     return {"member": name, "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)}
+
+
+def _range(bounds: tuple[int, int] | None) -> dict[str, Any]:
+    """An integer input's ``[low, high)`` for random inputs (indices, masks), when known."""
+    return {} if bounds is None else {"range": [int(bounds[0]), int(bounds[1])]}
 
 
 def _type_json(name: str, t: TensorType | None) -> dict[str, Any]:

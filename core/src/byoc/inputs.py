@@ -19,6 +19,7 @@ def random_inputs(
     shapes: Mapping[str, list[int]] | None = None,
     seed: int = 0,
     fixed: Mapping[str, Any] | None = None,
+    ranges: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, np.ndarray]:
     """Random arrays for a model's inputs (a Graph, a ModelProto, a path, or a signature
     ``{name: TensorType}`` such as ``CompiledModel.inputs``).
@@ -27,8 +28,9 @@ def random_inputs(
     valid by construction where the graph says what they are (``value_ranges``): an index
     into a Gather or an embedding stays inside the gathered axis, a mask is 0 or 1. ``fixed``
     (the config's ``[compare] inputs``) gives named inputs a value instead: a number fills the
-    input, a nested list is the whole input. A symbolic dim that ``shapes`` does not fix is an
-    InputError naming the input and the dim.
+    input, a nested list is the whole input. ``ranges`` gives integer inputs their ``[low,
+    high)`` instead of the graph's (``CompiledModel.input_ranges``, for a signature). A
+    symbolic dim that ``shapes`` does not fix is an InputError naming the input and the dim.
     """
     if isinstance(model, Mapping):  # a signature: CompiledModel.inputs
         types = dict(model)
@@ -41,7 +43,8 @@ def random_inputs(
             f"[compare] inputs names {', '.join(map(repr, unknown))}, but the model's inputs are "
             f"{', '.join(map(repr, types))}"
         )
-    ranges = value_ranges(graph) if not isinstance(model, Mapping) else {}
+    if ranges is None:
+        ranges = value_ranges(graph) if not isinstance(model, Mapping) else {}
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for name, tt in types.items():

@@ -152,6 +152,7 @@ def load(
         constants=constants,
         backend_configs={k: v for k, v in manifest.tables.items() if k != FALLBACK},
         registry=reg,
+        input_ranges=manifest.ranges,
     )
 
 
@@ -409,6 +410,7 @@ class Manifest:
                 raise self._bad(f"backend '{entry['name']}' is listed twice")
             self.backends[entry["name"]] = entry
         self.inputs = self._signature(top.get("inputs"), "inputs")
+        self.ranges = self._ranges(top.get("inputs"))
         self.outputs = self._signature(top.get("outputs"), "outputs")
         if not self.outputs:
             raise self._bad("the model has no outputs")
@@ -480,6 +482,20 @@ class Manifest:
                         raise self._bad(f"'{key}[{i}].shape' has a bad dim {_short(d)}")
                 shape = tuple(dims)
             out[name] = TensorType(None if dtype is None else np.dtype(dtype), shape)
+        return out
+
+    def _ranges(self, value: list[Any]) -> dict[str, tuple[int, int]]:
+        """``inputs[].range``: ``[low, high)`` of an integer input for random inputs."""
+        out = {}
+        for i, item in enumerate(value):
+            if "range" not in item:
+                continue
+            bounds = self._list(item["range"], f"inputs[{i}].range")
+            if len(bounds) != 2 or not all(type(b) is int and abs(b) < 1 << 62 for b in bounds):
+                raise self._bad(f"'inputs[{i}].range' must be two ints, got {_short(bounds)}")
+            if bounds[0] >= bounds[1]:
+                raise self._bad(f"'inputs[{i}].range' is empty: {bounds}")
+            out[item["name"]] = (bounds[0], bounds[1])
         return out
 
     def _member(self, value: Any, key: str) -> dict[str, Any]:

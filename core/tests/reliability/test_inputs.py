@@ -196,3 +196,10 @@ def test_a_random_integer_divisor_is_never_zero():
     inputs = byoc.random_inputs(m)
     assert inputs["d"].min() >= 1 and inputs["n"].min() == 0
     byoc.compare(m, {"backends": []})  # onnxruntime runs on them
+
+
+def test_a_saved_model_keeps_its_input_ranges_for_run_without_inputs(tmp_path):
+    path = byoc.compile(embedding(), {"backends": []}).save(tmp_path / "e.byoc")
+    loaded = byoc.load(path)
+    assert loaded.input_ranges == {"ids": (0, 30), "types": (0, 2), "mask": (0, 2)}
+    assert main(["run", str(path)]) == 0  # random ids inside the 30-row table
