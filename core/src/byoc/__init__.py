@@ -12,6 +12,7 @@ Partition a model between backend plugins and onnxruntime, compile, run, and com
 
 from byoc.compare import CompareReport, compare, random_inputs
 from byoc.compiled import CompiledModel
+from byoc.compiler import compile
 from byoc.config import Config, load_config
 from byoc.errors import (
     ArtifactError,
@@ -27,7 +28,6 @@ from byoc.executor import build, load_module
 from byoc.graph import NodeView, TensorType
 from byoc.hookspecs import hookimpl
 from byoc.pipeline import partition
-from byoc.placement import compile
 from byoc.plan import Composite, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry, registry
 from byoc.reader import load

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from byoc import native
+from byoc import host, native
 from byoc.errors import ArtifactError, BackendError, ByocError
 from byoc.graph import TensorType
 from byoc.plan import FALLBACK, Partition
@@ -153,7 +153,7 @@ def stamp(reg: Registry, used: list[str]) -> dict[str, Any]:
     version and native build. ``byoc.load`` checks it before it touches a carried binary."""
     return {
         "host": native.host_tag(),
-        "cpu": native.cpu_summary(),
+        "cpu": host.cpu().summary(),
         "python": sys.version.split()[0],
         "byoc": __version__,
         "backends": {

@@ -29,7 +29,6 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -45,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import cffi
-import platformdirs
 
+from byoc import host
 from byoc.errors import ArtifactError
 
 EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
@@ -174,39 +173,22 @@ def _builds(
 @functools.cache
 def host_tag() -> str:
     """What a compiled library depends on besides its source: platform, Python, cffi, CPU."""
-    cpu = platform.processor()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith(("flags", "Features", "model name")):
-                cpu += line
+    c = host.cpu()
     parts = [
         sys.platform,
-        platform.machine(),
+        c.machine,
         EXT_SUFFIX,
         sys.implementation.cache_tag,
         cffi.__version__,
-        cpu,
+        c.model,
+        " ".join(c.flags),
     ]
     return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
-def cpu_summary() -> str:
-    """The CPU model and its vector ISA (``x86_64 AMD EPYC 9B14 avx512f avx512_vnni ...``)."""
-    model, flags = platform.processor(), set[str]()
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model") and model in ("", platform.processor()):
-                model = value.strip()
-            elif key.strip() in ("flags", "Features") and not flags:
-                flags = set(value.split())
-    isa = sorted(f for f in flags if f.startswith(("avx", "amx", "sse4", "fma", "asimd", "sve")))
-    return " ".join([platform.machine(), model, *isa]).strip()
-
-
 def cache_dir(kind: str, override: str = "") -> Path:
     """``override``, else ``platformdirs.user_cache_dir("byoc")/<kind>``; created if missing."""
-    path = Path(override) if override else Path(platformdirs.user_cache_dir("byoc")) / kind
+    path = Path(override) if override else host.cache_root() / kind
     path.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -1,24 +1,31 @@
-"""Measured placement: a backend keeps a partition only where it beats onnxruntime.
+"""Placement: which partitions a compile keeps (``byoc.compiler.compile`` calls ``Placer``).
 
-``compile`` partitions the model, then (``[compile] placement = "measured"``, the default):
+For the plan it is given, ``Placer.place``:
 
-1. runs the plan once on representative inputs (given, or random from the signature with
-   ``[shapes]`` and ``[compare] inputs``), every unit on onnxruntime, so each backend
-   partition gets its real input values;
-2. times each backend partition's runtime against an onnxruntime session of the same partition
-   model, interleaved after a warm-up, medians, with the fallback's thread settings and
-   spinning off (how a multi-unit plan runs);
-3. vetoes, for that backend, the nodes of every partition that does not win by ``[compile]
-   margin`` and partitions again (another backend may claim them; the leftover graph is re-cut
-   into as few onnxruntime sessions as acyclicity allows), until every partition wins;
-4. times the compiled model against plain onnxruntime on the whole model; if it still loses,
-   warns in one line and (``[compile] whole_model_fallback``) runs the model as one
-   onnxruntime session.
+1. runs the plan once on representative inputs (given, or ``random_inputs``: valid by
+   construction where the graph says what an input is), every unit on onnxruntime, so each
+   backend partition gets its real input values and outputs;
+2. builds each backend partition and runs it once on them: one that fails, or (measured) whose
+   outputs differ from onnxruntime's beyond ``[compare]`` rtol/atol plus twice what
+   onnxruntime's optimized and unoptimized runs differ by, goes back untimed;
+3. (``[compile] placement = "measured"``, the default) times each remaining partition against
+   an onnxruntime session of the same partition model, interleaved after a warm-up, medians,
+   with the fallback's thread settings and spinning off (how a multi-unit plan runs);
+4. vetoes, for that backend, the nodes of every partition that fails or does not win by
+   ``[compile] margin`` and partitions again (another backend may claim them; the leftover
+   graph is re-cut into as few onnxruntime sessions as acyclicity allows), until every
+   partition is kept;
+5. runs the compiled model once and times it against plain onnxruntime on the whole model; if
+   it fails or still loses, warns in one line and (``[compile] whole_model_fallback``) runs
+   the model as one onnxruntime session.
 
-Every verdict lands in ``Plan.placement`` and, for returned nodes, in their refusals, so
-``byoc explain`` and ``byoc partition`` show it. Measurements are cached in the user cache dir,
-keyed by the partition's content, backend and version, the backend's and the fallback's
-settings, and the host CPU: a second compile of the same model times nothing.
+When nothing can be run (no inputs, or onnxruntime fails on them), measured placement sends
+every partition to onnxruntime, with one line saying why. Every verdict lands in
+``Plan.placement`` and, for returned nodes, in their refusals, so ``byoc explain`` and ``byoc
+partition`` show it. Timings are cached in the user cache dir, keyed by the partition's
+content, backend, version and native build, the backend's and the fallback's settings, and the
+host (``byoc.host``): a second compile of the same model times nothing but still runs each
+partition once to check it.
 """
 
 from __future__ import annotations
@@ -26,28 +33,25 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import statistics
 import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import onnx
-import platformdirs
 
-from byoc import plugins
+from byoc import host, plugins
 from byoc.compiled import CompiledModel, results_of
-from byoc.config import Config, load_config
-from byoc.errors import BackendError, ByocError, ConfigError, InputError, NodesRefused
+from byoc.config import Config
+from byoc.errors import ByocError, ConfigError, InputError, NodesRefused
 from byoc.executor import build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
-from byoc.pipeline import ConfigLike, ModelLike, as_read, partition, resolve_backends
+from byoc.pipeline import as_read, partition, resolve_backends
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
@@ -58,50 +62,6 @@ Runner = Callable[[list[Any]], Any]
 CACHE_VERSION = 4
 
 
-def compile(
-    model: ModelLike,
-    config: ConfigLike = None,
-    *,
-    inputs: Mapping[str, Any] | None = None,
-    progress: ProgressFn | None = None,
-    registry: Registry | None = None,
-) -> CompiledModel:
-    """Partition a model, generate code for every partition and make it runnable.
-
-    Every backend partition is run once on ``inputs`` (``random_inputs`` if not given: valid
-    by construction where the graph says what an input is); one that fails goes back to
-    onnxruntime. With measured placement (the default) so does one whose outputs differ from
-    onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime.
-    ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
-    or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal). ``registry``:
-    the plugins to use (default: ``byoc.registry()``, the installed ones).
-    """
-    cfg = load_config(config)
-    reg = registry or plugins.registry()
-    plan = partition(model, cfg, registry=reg)
-    source = plan.source if plan.source is not None else model  # the model read once
-
-    def variants(other: onnx.ModelProto, c: Config) -> CompiledModel:
-        return compile(other, c, registry=reg)  # the same placement for other input shapes
-
-    vetoes: dict[str, dict[str, str]] = {}
-    while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
-        try:
-            return _Placer(plan, cfg, progress, vetoes, variants).place(inputs)
-        except NodesRefused as exc:
-            refuse(vetoes, exc)
-            plan = partition(source, cfg, vetoes=vetoes, registry=reg)
-
-
-def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
-    """Record a backend's codegen refusals as vetoes; each round must take nodes from it."""
-    new = {n: r for n, r in exc.reasons.items() if exc.backend not in vetoes.get(n, {})}
-    if not new:
-        raise BackendError(f"backend {exc.backend} refused nodes it may no longer claim: {exc}")
-    for node, reason in new.items():
-        vetoes.setdefault(node, {})[exc.backend] = f"refused at codegen: {reason}"
-
-
 class _Trial:
     """What onnxruntime made of one partition on the measurement inputs: its arguments, its
     outputs, and the onnxruntime runtime that made them (to time against)."""
@@ -110,7 +70,7 @@ class _Trial:
         self.args, self.outputs, self.ort = args, outputs, ort
 
 
-class _Placer:
+class Placer:
     """One compile: rounds of partition, try (and with measured placement, time), veto; then
     the whole-model check."""
 
@@ -527,24 +487,9 @@ def host_id() -> str:
     the environment's threading settings (``OMP_*``, ``GOMP_*``, ``KMP_*``, ``MKL_*``,
     ``ONEDNN_*``, ``DNNL_*``: OpenMP's wait policy alone made oneDNN 2x slower on P1)."""
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_THREAD_ENV))
-    text = f"{_cpu()}|{env}"
+    c = host.cpu()
+    text = f"{c.machine}|{c.model}|{' '.join(c.flags)}|{c.cores}|{env}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
-
-
-@cache
-def _cpu() -> str:
-    """The CPU model, its features and the cores."""
-    model = flags = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name" and not model:
-                model = value.strip()
-            elif key.strip() == "flags" and not flags:
-                flags = value.strip()
-    except OSError:
-        model = platform.processor()
-    return f"{platform.machine()}|{model}|{flags}|{os.cpu_count()}"
 
 
 class MeasurementCache:
@@ -580,4 +525,4 @@ class MeasurementCache:
 
 def cache_root() -> Path:
     """Where measurements are kept: ``placement/`` in byoc's user cache dir."""
-    return Path(platformdirs.user_cache_dir("byoc")) / "placement"
+    return host.cache_root() / "placement"

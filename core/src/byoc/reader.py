@@ -410,7 +410,7 @@ class Manifest:
                 raise self._bad(f"backend '{entry['name']}' is listed twice")
             self.backends[entry["name"]] = entry
         self.inputs = self._signature(top.get("inputs"), "inputs")
-        self.ranges = self._ranges(top.get("inputs"))
+        self.ranges = self._ranges(top["inputs"])  # a list: _signature checked it
         self.outputs = self._signature(top.get("outputs"), "outputs")
         if not self.outputs:
             raise self._bad("the model has no outputs")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import platformdirs
+from byoc import host
 
 if TYPE_CHECKING:
     import onnx
@@ -84,7 +84,7 @@ class ModelUnavailable(RuntimeError):
 
 
 def cache_dir() -> Path:
-    return Path(platformdirs.user_cache_dir("byoc")) / "models"
+    return host.cache_root() / "models"
 
 
 def file_sha256(path: Path) -> str:

@@ -1,0 +1,68 @@
+"""``byoc.compile``: the one entry point from a model to a runnable ``CompiledModel``.
+
+It reads top to bottom: the config and the plugins, resolved once; the plan
+(``byoc.pipeline.partition``: TVM's passes); then ``byoc.placement.Placer``, which builds each
+partition (``byoc.executor.build``), runs it once, measures it when placement is measured, and
+keeps only what it checked. A backend's codegen may refuse nodes (``byoc.NodesRefused``): the
+model is partitioned again without them, and placement starts over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import onnx
+
+from byoc import plugins
+from byoc.compiled import CompiledModel
+from byoc.config import Config, load_config
+from byoc.errors import BackendError, NodesRefused
+from byoc.pipeline import ConfigLike, ModelLike, partition
+from byoc.placement import Placer
+from byoc.plugins import Registry
+from byoc.progress import ProgressFn
+
+
+def compile(
+    model: ModelLike,
+    config: ConfigLike = None,
+    *,
+    inputs: Mapping[str, Any] | None = None,
+    progress: ProgressFn | None = None,
+    registry: Registry | None = None,
+) -> CompiledModel:
+    """Partition a model, generate code for every partition and make it runnable.
+
+    Every backend partition is run once on ``inputs`` (``random_inputs`` if not given: valid
+    by construction where the graph says what an input is); one that fails goes back to
+    onnxruntime. With measured placement (the default) so does one whose outputs differ from
+    onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime.
+    ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
+    or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal). ``registry``:
+    the plugins to use (default: ``byoc.registry()``, the installed ones).
+    """
+    cfg = load_config(config)
+    reg = registry or plugins.registry()
+    plan = partition(model, cfg, registry=reg)
+    source = plan.source if plan.source is not None else model  # the model read once
+
+    def variants(other: onnx.ModelProto, c: Config) -> CompiledModel:
+        return compile(other, c, registry=reg)  # the same placement for other input shapes
+
+    vetoes: dict[str, dict[str, str]] = {}
+    while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
+        try:
+            return Placer(plan, cfg, progress, vetoes, variants).place(inputs)
+        except NodesRefused as exc:
+            refuse(vetoes, exc)
+            plan = partition(source, cfg, vetoes=vetoes, registry=reg)
+
+
+def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
+    """Record a backend's codegen refusals as vetoes; each round must take nodes from it."""
+    new = {n: r for n, r in exc.reasons.items() if exc.backend not in vetoes.get(n, {})}
+    if not new:
+        raise BackendError(f"backend {exc.backend} refused nodes it may no longer claim: {exc}")
+    for node, reason in new.items():
+        vetoes.setdefault(node, {})[exc.backend] = f"refused at codegen: {reason}"
