@@ -106,7 +106,7 @@ class CompiledModel:
         constants: Mapping[str, np.ndarray] | None = None,
         backend_configs: Mapping[str, Mapping[str, Any]] | None = None,
         registry: Registry | None = None,
-        shapes: Specializations | None = None,
+        shapes: Specializations[CompiledModel] | None = None,
         input_ranges: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         self.plan = plan

@@ -16,7 +16,7 @@ import tempfile
 import zipfile
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,8 +27,21 @@ from byoc.plan import FALLBACK, Partition
 from byoc.plugins import Registry
 from byoc.version import __version__
 
-if TYPE_CHECKING:
-    from byoc.compiled import CompiledModel
+
+class Saved(Protocol):
+    """What ``save`` reads of a compiled model (``byoc.compiled.CompiledModel``, which this
+    module does not import: the model imports ``save``)."""
+
+    registry: Registry
+    steps: list[Any]
+    fallback_config: dict[str, Any]
+    backend_configs: dict[str, dict[str, Any]]
+    inputs: dict[str, TensorType | None]
+    output_types: dict[str, TensorType | None]
+    outputs: list[str]
+    input_ranges: dict[str, tuple[int, int]]
+    _constants: dict[str, Any]
+
 
 FORMAT = "byoc"
 FORMAT_VERSION = 2  # 2: no toolchain or filesystem settings in "config"; a "stamp"
@@ -51,7 +64,7 @@ def is_artifact(path: str | os.PathLike[str]) -> bool:
 # ---------------------------------------------------------------------------------------------
 
 
-def save(compiled: CompiledModel, path: str | os.PathLike[str]) -> Path:
+def save(compiled: Saved, path: str | os.PathLike[str]) -> Path:
     """Write ``compiled`` to ``path`` as one ``.byoc`` file (atomically) and return the path."""
     reg = compiled.registry
     members: dict[str, bytes] = {}

@@ -5,14 +5,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import onnx
 
 from byoc.graph import Graph, NodeView
-
-if TYPE_CHECKING:
-    from byoc.plugins import Registry
 
 FALLBACK = "onnxruntime"
 
@@ -182,7 +179,8 @@ class Plan:
     config: Any = None
     source: onnx.ModelProto | None = None  # the model as read: declared input types, no [shapes]
     placement: Placement | None = None  # set by byoc.compile: what measured placement found
-    registry: Registry | None = field(default=None, repr=False)  # the plugins that partitioned it
+    # the plugins that partitioned it (a byoc.plugins.Registry; not imported: plugins -> plan)
+    registry: Any = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The plan as in DESIGN.md: ``partitions`` and ``fallback_nodes``; after measured

@@ -15,7 +15,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 import onnx
 
@@ -23,15 +23,14 @@ from byoc.config import Config
 from byoc.graph import TensorType, tensor_type
 from byoc.inputs import check_inputs
 
-if TYPE_CHECKING:
-    from byoc.compiled import CompiledModel
+Model = TypeVar("Model")  # what ``build`` makes: a CompiledModel (shapes does not import it)
 
 log = logging.getLogger("byoc")
 
 ShapeKey = tuple[tuple[str, tuple[int, ...]], ...]
 
 
-class Specializations:
+class Specializations(Generic[Model]):
     """Compiled variants of one model, one per input-shape signature, least recently used out.
 
     Thread-safe: lookups and compiles hold one lock (a shape signature is compiled once even
@@ -43,7 +42,7 @@ class Specializations:
         source: onnx.ModelProto,
         config: Config,
         size: int,
-        build: Callable[[onnx.ModelProto, Config], CompiledModel],
+        build: Callable[[onnx.ModelProto, Config], Model],
     ) -> None:
         self.source = source
         self.config = config
@@ -53,7 +52,7 @@ class Specializations:
         self.declared: dict[str, TensorType | None] = {
             v.name: tensor_type(v.type) for v in source.graph.input if v.name not in weights
         }
-        self._cache: OrderedDict[ShapeKey, CompiledModel] = OrderedDict()
+        self._cache: OrderedDict[ShapeKey, Model] = OrderedDict()
         self._lock = threading.Lock()
 
     @classmethod
@@ -61,8 +60,8 @@ class Specializations:
         cls,
         source: onnx.ModelProto | None,
         config: Config,
-        build: Callable[[onnx.ModelProto, Config], CompiledModel],
-    ) -> Specializations | None:
+        build: Callable[[onnx.ModelProto, Config], Model],
+    ) -> Specializations[Model] | None:
         """The cache for a model compiled with ``config``, or None when it cannot help: no
         ``[shapes]`` were fixed (the compiled model takes every shape already), no source model,
         or ``[compile] shape_cache = 0``."""
@@ -71,7 +70,7 @@ class Specializations:
             return None
         return cls(source, config, size, build)
 
-    def model_for(self, inputs: Mapping[str, Any]) -> CompiledModel:
+    def model_for(self, inputs: Mapping[str, Any]) -> Model:
         """The variant compiled for these inputs' shapes; InputError if the model refuses them."""
         checked = check_inputs(self.declared, inputs)  # a wrong static dim fails here
         key: ShapeKey = tuple(
