@@ -197,6 +197,11 @@ class Plan:
             out["placement"] = self.placement.to_json()
         return out
 
+    def work(self, nodes: list[str]) -> int:
+        """How many of ``nodes`` compute (constant nodes, folded into their readers, apart),
+        the count ``partition``, ``explain`` and ``compare`` all show."""
+        return sum(1 for n in nodes if not (n in self.decisions and self.decisions[n].constant))
+
     def table(self) -> str:
         """A readable table of the plan, one row per partition and fallback segment."""
         rows = [("unit", "backend", "nodes", "ops", "inputs", "outputs")]
@@ -218,7 +223,7 @@ class Plan:
                 (
                     unit.name,
                     unit.backend,
-                    str(len(unit.nodes)),
+                    str(self.work(unit.nodes)),
                     _clip(summary, 60),
                     _clip(", ".join(unit.inputs), 30),
                     _clip(", ".join(unit.outputs), 30),
@@ -254,7 +259,7 @@ class Plan:
             return [f"placement: {p.note}"]
         lines = [f"placement ({p.mode}):"] if p.measurements or p.whole else []
         for m in p.measurements:
-            lines.append(f"  {m.partition} ({len(m.nodes)} nodes): {m.summary()}")
+            lines.append(f"  {m.partition} ({self.work(m.nodes)} nodes): {m.summary()}")
         if p.whole is not None:
             verdict = "byoc kept" if p.whole.kept else "runs as plain onnxruntime"
             lines.append(
