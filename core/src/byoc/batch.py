@@ -21,7 +21,7 @@ import numpy as np
 
 from byoc.errors import ByocError, ConfigError, InputError
 from byoc.graph import TensorType
-from byoc.inputs import _check_one, check_inputs
+from byoc.inputs import check_inputs, check_one
 
 SUFFIX = ".npz"
 MAX_SAMPLE_MB = 256  # of arrays whose size the model leaves open (symbolic dims)
@@ -96,7 +96,7 @@ def _checked_members(
         dtype, shape = _npy_header(zf, info)
         want = signature[name]
         if want is not None:  # dtype and shape only: a zero-stride view allocates nothing
-            _check_one(name, np.broadcast_to(np.zeros((), dtype), shape), want, symbols)
+            check_one(name, np.broadcast_to(np.zeros((), dtype), shape), want, symbols)
         if want is None or want.dtype is None or not want.is_static:
             free += dtype.itemsize * math.prod(shape)
         if free > max_bytes:

@@ -179,7 +179,7 @@ def check_inputs(
     for name, want in expected.items():
         value = _as_array(name, given[name], want.dtype if want else None)
         if want is not None:
-            _check_one(name, value, want, symbols)
+            check_one(name, value, want, symbols)
         # Backends (C code included) may assume C order, alignment and native byte order.
         out[name] = np.require(value, value.dtype.newbyteorder("="), ["C", "A"])
     return out
@@ -223,9 +223,11 @@ def _as_array(name: str, value: Any, want: np.dtype[Any] | None) -> np.ndarray:
     return value
 
 
-def _check_one(
+def check_one(
     name: str, value: np.ndarray, want: TensorType, symbols: dict[str, tuple[int, str]]
 ) -> None:
+    """Check one input's dtype and shape (symbolic dims consistent across ``symbols``);
+    an InputError says what is wrong. ``byoc.batch`` checks ``.npy`` headers with it."""
     if want.dtype is not None and value.dtype != want.dtype:
         raise InputError(
             f"input '{name}' has dtype {value.dtype} but the model expects {want.dtype}"
