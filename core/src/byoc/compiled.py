@@ -71,6 +71,7 @@ class Step:
     artifact: Any = field(repr=False)  # source, weights: too big to print
     runtime: Any = field(repr=False)
     drop: list[str] = field(default_factory=list)  # values no later step reads
+    guarded: bool = False  # inputs holding NaN or +-inf run on onnxruntime (Backend.finite_only)
     _fallback: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -135,6 +136,27 @@ class CompiledModel:
         self._direct = self._one_session()
         self._signature = _signature(self.inputs)
         _plan_drops(steps, set(self.outputs))
+        self._guard(steps)
+
+    def _guard(self, steps: list[Step]) -> None:
+        """Mark the steps of finite-only backends ([fallback] nonfinite_inputs)."""
+        if self.fallback_config.get("nonfinite_inputs", "onnxruntime") != "onnxruntime":
+            return
+        bare = []
+        for step in steps:
+            backend = self.registry.backends.get(step.unit.backend)
+            if backend is None or not backend.finite_only:
+                continue
+            step.guarded = bool(step.unit.model.graph.node)
+            if not step.guarded:
+                bare.append(step.unit.name)
+        if bare:
+            warnings.warn(
+                f"partitions {', '.join(bare)} carry no ONNX copy (an older .byoc file): NaN "
+                "or +-inf in their inputs run on their backend, whose special values may "
+                "differ from onnxruntime's; save the model again to carry them",
+                stacklevel=3,
+            )
 
     def run(self, inputs: Mapping[str, Any]) -> dict[str, np.ndarray]:
         """Run the model: ``{input name: array}`` -> ``{output name: array}``.
@@ -195,7 +217,12 @@ class CompiledModel:
             args = [env[name] for name in unit.inputs]
             start = time.perf_counter() if times is not None else 0.0
             try:
-                results = results_of(unit, step.runtime.run(args))
+                if step.guarded and not _finite(args):
+                    results = results_of(
+                        unit, step.fallback(self.fallback_config, self.registry).run(args)
+                    )
+                else:
+                    results = results_of(unit, step.runtime.run(args))
             except Exception as exc:
                 if unit.backend == FALLBACK or on_error != "onnxruntime":
                     if isinstance(exc, ByocError):
@@ -220,6 +247,16 @@ class CompiledModel:
     def __repr__(self) -> str:
         kinds = ", ".join(f"{s.unit.name}" for s in self.steps)
         return f"<CompiledModel {kinds}>"
+
+
+def _finite(args: list[Any]) -> bool:
+    """Whether no floating-point argument holds NaN or +-inf (one pass: a sum; a sum that
+    overflows is checked again element by element)."""
+    for a in args:
+        floats = isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size
+        if floats and not np.isfinite(a.sum()) and not np.isfinite(a).all():
+            return False
+    return True
 
 
 def _signature(

@@ -49,6 +49,13 @@ FALLBACK_KEYS: dict[str, Option] = {
         "that partition on onnxruntime, with a warning)",
         ("raise", "onnxruntime"),
     ),
+    "nonfinite_inputs": (
+        str,
+        "onnxruntime",
+        "a partition of a backend exact on finite numbers only (dnnl) whose inputs hold NaN or "
+        "+-inf: onnxruntime runs it (onnxruntime), or the backend does anyway (backend)",
+        ("onnxruntime", "backend"),
+    ),
 }
 COMPARE_KEYS: dict[str, Option] = {
     "rtol": (float, 1e-4, "relative tolerance: |got - want| <= atol + rtol * |want|"),

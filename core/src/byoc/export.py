@@ -83,8 +83,9 @@ def save(compiled: Saved, path: str | os.PathLike[str]) -> Path:
                 members, f"{i:04d}_{safe}{'.onnx' if unit.backend == FALLBACK else '.bin'}", data
             ),
         }
-        if unit.backend != FALLBACK and rerun and unit.model.graph.node:
-            # the partition as ONNX, for [fallback] on_backend_error = "onnxruntime"
+        if unit.backend != FALLBACK and (rerun or step.guarded) and unit.model.graph.node:
+            # the partition as ONNX, for [fallback] on_backend_error = "onnxruntime" and
+            # inputs holding NaN or +-inf (Backend.finite_only)
             onnx_bytes = unit.model.SerializeToString()
             entry["onnx"] = _add(members, f"{i:04d}_{safe}.onnx", onnx_bytes)
         units.append(entry)

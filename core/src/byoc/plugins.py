@@ -43,6 +43,9 @@ class Backend:
     # A reference backend (examplejson) checks and teaches; it is not meant for speed, so it
     # claims nodes only when the config names it in `backends`.
     reference: bool = False
+    # Its kernels follow ONNX on finite numbers only (oneDNN's max-based Relu maps NaN to 0): a
+    # partition whose inputs hold NaN or +-inf runs on onnxruntime ([fallback] nonfinite_inputs).
+    finite_only: bool = False
     # Option keys of the machine that runs the model (toolchain, paths): never in a .byoc file.
     local_options: frozenset[str] = frozenset()
     _reason: list[str | None] = field(default_factory=list, repr=False)

@@ -28,7 +28,9 @@ The suite checks that:
   compiles and matches onnxruntime (patterns that cannot be built are reported as warnings);
 - those claimed ops and patterns match onnxruntime on special values too (NaN, +inf, -inf,
   -0.0 and subnormals, ``byoc.testing.ops.SPECIAL_VALUES``; NaN equals NaN, and -0.0 equals
-  0.0 as in IEEE), and their int32 and int64 forms on the dtypes' limits, exactly; an integer
+  0.0 as in IEEE) — a ``finite_only`` backend's known failures there must vanish under the
+  default ``[fallback] nonfinite_inputs``, which runs such inputs on onnxruntime — and their
+  int32 and int64 forms on the dtypes' limits, exactly; an integer
   division by zero fails, as in onnxruntime, with a ``byoc.BackendError``;
 - nodes onnxruntime refuses (inputs of mixed types, an unreleased opset, a wrongly declared
   output type) are not claimed;
@@ -404,7 +406,9 @@ def test_claimed_ops_on_special_values(
     backend_known_failures: dict[tuple[str, str], str],
 ) -> None:
     """Each claimed op's representative node, and each pattern's graph, matches onnxruntime
-    with NaN, +inf, -inf, -0.0 and subnormals in its float inputs."""
+    with NaN, +inf, -inf, -0.0 and subnormals in its float inputs: run by the backend itself
+    (known failures allowed) and, for a ``finite_only`` backend, as users run it by default
+    (partitions whose inputs hold NaN or +-inf run on onnxruntime: no failure allowed)."""
     examples = [
         (op_type, single_op_model(op_type))
         for op_type in sorted(set(_claimed(backend_config, conformance_backend)) & set(OP_CASES))
@@ -417,17 +421,28 @@ def test_claimed_ops_on_special_values(
             examples.append((name, pattern_model(pattern)))
         except LookupError:
             continue  # test_patterns_match_onnxruntime warns about it
+    raw = {**backend_config}
+    raw["fallback"] = {**raw.get("fallback", {}), "nonfinite_inputs": "backend"}
+    guarded = registry().backends[conformance_backend].finite_only
     results: dict[tuple[str, str], str | None] = {}
+    unguarded: list[str] = []
     for name, (model, feeds) in examples:
         if not any(v.dtype.kind == "f" for v in feeds.values()):
             continue
-        found = _claimed_model(model, backend_config)
+        found = _claimed_model(model, raw)
         if found is None:
             continue
         for value in SPECIAL_VALUES:
             results[name, value] = _difference(
                 *found, special_feeds(feeds, value), backend_tolerance
             )
+        if guarded and any(results[name, v] for v in SPECIAL_VALUES):
+            found = _claimed_model(model, backend_config)
+            assert found is not None
+            for value in SPECIAL_VALUES:
+                why = _difference(*found, special_feeds(feeds, value), backend_tolerance)
+                unguarded += [f"{name} on {value}: {why}"] if why else []
+    assert not unguarded, "finite_only, yet by default:\n" + "\n".join(unguarded)
     _verdict(results, backend_known_failures)
 
 

@@ -125,6 +125,7 @@ def byoc_register_backends(register: Any) -> None:
             ),
         },
         priority=30,
+        finite_only=True,  # oneDNN's Relu, Clip, max pooling and softmax drop NaN
         prune=_prune,
         fallback_defaults={"allow_spinning": False},
         build=dnnl_native.build_id,

@@ -15,7 +15,6 @@ from typing import Any
 
 import byoc
 import numpy as np
-import onnx
 from byoc import ArtifactError, NodeView, Partition
 from onnx import helper
 
@@ -39,9 +38,6 @@ def _check(node: NodeView) -> str | None:
             return f"the type of input '{name}' is unknown"
         if t is not None and t.dtype is not None and t.dtype.name not in _DTYPES:
             return f"dtype {t.dtype} is not supported"
-    reason = _schema_check(node)
-    if reason:
-        return reason
     attrs = node.attrs
     if node.op_type == "BatchNormalization" and (
         attrs.get("training_mode") or len(node.outputs) > 1
@@ -56,37 +52,6 @@ def _check(node: NodeView) -> str | None:
             return f"Cast to ONNX type {attrs.get('to')} is not supported"
         if np.dtype(helper.tensor_dtype_to_np_dtype(attrs["to"])).name not in _DTYPES:
             return "Cast to this dtype is not supported"
-    return None
-
-
-def _schema_check(node: NodeView) -> str | None:
-    """Why the ONNX schema, at the model's opset, refuses the node's types, or None: the
-    checks onnxruntime makes when it loads a model (inputs of one type parameter share a
-    type, each type is allowed, outputs are declared with the types the op makes)."""
-    opset = next(
-        (o.version for o in node.graph.model.opset_import if o.domain in ("", "ai.onnx")), 1
-    )
-    if opset > onnx.defs.onnx_opset_version():
-        return f"opset {opset} is newer than any ONNX release ({onnx.defs.onnx_opset_version()})"
-    types = {}
-    for i, name in enumerate(node.inputs):
-        t = node.input_type(i)
-        if name and t is not None and t.dtype is not None:
-            types[name] = helper.make_tensor_type_proto(
-                helper.np_dtype_to_tensor_dtype(t.dtype), None
-            )
-    try:
-        schema = onnx.defs.get_schema(node.op_type, opset, node.domain)
-        inferred = onnx.shape_inference.infer_node_outputs(schema, node.proto, types)
-    except Exception as exc:  # onnx's SchemaError, ValidationError, InferenceError
-        return f"ONNX {node.op_type} at opset {opset} refuses these inputs: {exc}"
-    for i, name in enumerate(node.outputs):
-        declared, made = node.output_type(i), inferred.get(name)
-        if declared is None or declared.dtype is None or not (made and made.tensor_type.elem_type):
-            continue
-        dtype = helper.tensor_dtype_to_np_dtype(made.tensor_type.elem_type)
-        if dtype != declared.dtype:
-            return f"output '{name}' is declared {declared.dtype}, but {node.op_type} makes {dtype}"
     return None
 
 
