@@ -110,6 +110,13 @@ COMPILE_KEYS: dict[str, Option] = {
         "measured placement: time every partition again instead of reading cached verdicts "
         "(the new ones are cached); the CLI's --remeasure",
     ),
+    "remeasure_after": (
+        float,
+        7.0,
+        "measured placement: a cached verdict whose timing stayed unclear (its interval across "
+        "the margin when the time budget ran out) is timed again when older than this many "
+        "days (0: on every compile)",
+    ),
     "whole_model_fallback": (
         bool,
         True,
@@ -205,10 +212,10 @@ def _parse(data: dict[str, Any], source: str) -> Config:
 
 def _check_ranges(cfg: Config, source: str) -> None:
     """Numbers whose type is right but whose value no run can use."""
-    for key in ("rtol", "atol"):
-        value = cfg.compare[key]
+    for table, key in (("compare", "rtol"), ("compare", "atol"), ("compile", "remeasure_after")):
+        value = getattr(cfg, table)[key]
         if not math.isfinite(value) or value < 0:
-            raise ConfigError(f"{source}: 'compare.{key}' must be a number >= 0, got {value}")
+            raise ConfigError(f"{source}: '{table}.{key}' must be a number >= 0, got {value}")
 
 
 def _table(data: dict[str, Any], key: str, source: str) -> dict[str, Any]:

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import statistics
 import tempfile
 import time
 import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +61,7 @@ from byoc.tolerance import compare_arrays
 from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
-CACHE_VERSION = 4
+CACHE_VERSION = 5
 
 
 class _Trial:
@@ -264,19 +266,32 @@ class Placer:
 
     def _wins(self, m: Measurement) -> bool:
         """A partition returned to onnxruntime joins a neighbouring session, which saves a
-        session call: so the backend must beat onnxruntime's time less that call. The whole
-        model must also win every round it was timed in: a median 2% ahead on a noisy machine
-        is not yet a win (light_densenet121 kept so, then ran 1.03x in its own process)."""
+        session call: so the backend must beat onnxruntime's time less that call, less the
+        margin. Timing went on until the ratio's interval was clear of that threshold; when
+        the budget ran out first (unclear), it is kept only if its median passes and the
+        interval is clear of onnxruntime's time without the margin: a median 2% ahead on a
+        noisy machine is not yet a win (light_densenet121 kept so, then ran 1.03x in its own
+        process), and one noisy round no longer throws a 10% win away."""
         m.margin = self.margin
-        if m.worst_ratio is not None and m.worst_ratio >= 1:
-            return False
-        return m.backend_ms <= m.needed_ms()
+        if m.interval is None:
+            return m.backend_ms <= m.needed_ms()
+        lo, hi = m.interval
+        threshold = m.threshold()
+        m.clear = hi < threshold or lo > threshold
+        if m.clear:
+            return hi < threshold
+        return m.backend_ms <= m.needed_ms() and hi < m.threshold(margin=False)
 
     def _cached(self, key: str) -> Measurement | None:
-        """A cached measurement, judged with this compile's margin (none with remeasure)."""
+        """A cached measurement, judged with this compile's margin; none with remeasure, nor
+        when its verdict was unclear and it is older than [compile] remeasure_after days."""
         m = None if self.cfg.compile["remeasure"] else self.cache.get(key)
-        if m is not None:
-            m.kept = self._wins(m)
+        if m is None:
+            return None
+        m.kept = self._wins(m)
+        days = (time.time() - m.measured_at) / 86400
+        if not m.clear and days >= self.cfg.compile["remeasure_after"]:
+            return None
         return m
 
     def _key(self, unit: Partition) -> str:
@@ -317,9 +332,20 @@ class Placer:
         """The partition on its backend against onnxruntime, on its real inputs."""
         if self._call_ms is None:  # once per compile: what an empty session call costs
             self._call_ms = session_call_ms(self._quiet_fallback(), self.reg)
-        t_backend, t_ort = time_pair(runtime.run, trial.ort, trial.args)
-        m = Measurement(unit.name, unit.backend, list(unit.nodes), t_backend, t_ort, False)
-        m.call_ms = min(self._call_ms, t_ort)
+        call_ms, margin = self._call_ms, self.margin
+
+        def threshold(_: float, t_ort: float) -> float:
+            return max(0.0, 1 - min(call_ms, t_ort) / t_ort) * (1 - margin)
+
+        timing = time_pair(runtime.run, trial.ort, trial.args, threshold)
+        return self._judged(unit.name, unit.backend, list(unit.nodes), timing, call_ms)
+
+    def _judged(
+        self, name: str, backend: str, nodes: list[str], timing: Timing, call_ms: float = 0.0
+    ) -> Measurement:
+        m = Measurement(name, backend, nodes, timing.first_ms, timing.second_ms, False)
+        m.call_ms = min(call_ms, timing.second_ms)
+        m.interval, m.samples, m.measured_at = timing.interval, timing.samples, time.time()
         m.kept = self._wins(m)
         return m
 
@@ -345,11 +371,12 @@ class Placer:
             self.progress(1, 1, "measuring the whole model")
         plain = compile_unit(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
         args = [feeds[n] for n in plain.input_names]
-        t_byoc, t_ort, worst = time_blocks(lambda _: compiled.run(feeds), plain.run, args)
+        margin = self.margin
+        timing = time_blocks(
+            lambda _: compiled.run(feeds), plain.run, args, lambda a, b: 1 - margin
+        )
         del plain  # its threads stop with it
-        m = Measurement("the compiled model", "byoc", nodes, t_byoc, t_ort, False)
-        m.worst_ratio = worst
-        m.kept = self._wins(m)
+        m = self._judged("the compiled model", "byoc", nodes, timing)
         self.cache.put(key, m)
         return m
 
@@ -366,7 +393,7 @@ class Placer:
         assert whole is not None
         slower = whole.failure or (
             f"the compiled model is not faster than plain onnxruntime "
-            f"({whole.backend_ms:.3g} ms vs {whole.onnxruntime_ms:.3g} ms{whole.rounds()})"
+            f"({whole.backend_ms:.3g} ms vs {whole.onnxruntime_ms:.3g} ms{whole.spread()})"
         )
         if whole.failure is None and not self.cfg.compile["whole_model_fallback"]:
             warnings.warn(f"{slower}; kept ([compile] whole_model_fallback = false)", stacklevel=4)
@@ -375,70 +402,116 @@ class Placer:
         return self._on_onnxruntime(f"the whole model runs on onnxruntime: {slower}", placement)
 
 
+@dataclass
+class Timing:
+    """Two things timed against each other: median milliseconds of each, the ~95% interval of
+    the median of their ratio (first / second), and how many samples made it."""
+
+    first_ms: float
+    second_ms: float
+    interval: tuple[float, float]
+    samples: int
+
+
+def median_interval(ratios: list[float]) -> tuple[float, float]:
+    """A distribution-free ~95% confidence interval of the median (the sign test's order
+    statistics): a few outliers, a noisy neighbour's burst, move it little."""
+    ordered = sorted(ratios)
+    n = len(ordered)
+    k = max(0, math.floor((n - 1.96 * math.sqrt(n)) / 2))
+    return ordered[k], ordered[n - 1 - k]
+
+
+def sequential(
+    sample: Callable[[int], tuple[float, float]],
+    threshold: Callable[[float, float], float],
+    *,
+    min_samples: int,
+    budget: float,
+) -> Timing:
+    """Draw samples (seconds of first and second) until the interval of their median ratio
+    lies on one side of ``threshold(first's median, second's median)`` or ``budget`` seconds
+    are spent, after at least ``min_samples`` (three when one is more than twice as fast)."""
+    a: list[float] = []
+    b: list[float] = []
+    start = time.perf_counter()
+    while True:
+        x, y = sample(len(a))
+        a.append(x)
+        b.append(y)
+        n = len(a)
+        if n >= 3 and (min(a) > 2 * max(b) or min(b) > 2 * max(a)):
+            break
+        if n >= min_samples:
+            lo, hi = median_interval([p / q for p, q in zip(a, b, strict=True)])
+            t = threshold(statistics.median(a) * 1e3, statistics.median(b) * 1e3)
+            if hi < t or lo > t or time.perf_counter() - start > budget:
+                break
+    ratios = [p / q for p, q in zip(a, b, strict=True)]
+    return Timing(
+        statistics.median(a) * 1e3, statistics.median(b) * 1e3, median_interval(ratios), n
+    )
+
+
 def time_pair(
     first: Runner,
     second: Runner,
     args: list[Any],
+    threshold: Callable[[float, float], float] = lambda a, b: 1.0,
     *,
-    budget: float = 0.3,
-    min_runs: int = 5,
-    max_runs: int = 200,
+    budget: float = 1.0,
+    min_pairs: int = 8,
     warmup: int = 2,
-) -> tuple[float, float]:
-    """Median milliseconds of ``first(args)`` and ``second(args)``, run in turn (ABBA order)
-    after ``warmup`` runs each, at least ``min_runs`` times each and until ``budget`` seconds
-    have passed. Stops after three rounds when one is more than twice as fast as the other."""
+) -> Timing:
+    """``first(args)`` against ``second(args)`` in pairs, run in turn (ABBA order) after
+    ``warmup`` runs each, until the ratio is clearly on one side of the threshold
+    (``sequential``)."""
     for _ in range(warmup):
         first(args)
         second(args)
-    times: tuple[list[float], list[float]] = ([], [])
-    start = time.perf_counter()
-    for i in range(max_runs):
-        order = (0, 1) if i % 2 == 0 else (1, 0)
-        for k in order:
-            fn = first if k == 0 else second
+
+    def pair(i: int) -> tuple[float, float]:
+        spent = [0.0, 0.0]
+        for k in (0, 1) if i % 2 == 0 else (1, 0):
             t0 = time.perf_counter()
-            fn(args)
-            times[k].append(time.perf_counter() - t0)
-        a, b = times
-        if i + 1 == 3 and (min(a) > 2 * max(b) or min(b) > 2 * max(a)):
-            break
-        if i + 1 >= min_runs and time.perf_counter() - start > budget:
-            break
-    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
+            (first if k == 0 else second)(args)
+            spent[k] = time.perf_counter() - t0
+        return spent[0], spent[1]
+
+    return sequential(pair, threshold, min_samples=min_pairs, budget=budget)
 
 
 def time_blocks(
     first: Runner,
     second: Runner,
     args: list[Any],
+    threshold: Callable[[float, float], float] = lambda a, b: 1.0,
     *,
     rounds: int = 3,
+    budget: float = 4.0,
     warmup: int = 2,
     min_runs: int = 5,
     block_seconds: float = 0.15,
-) -> tuple[float, float, float]:
-    """Median milliseconds of ``first(args)`` and ``second(args)``, timed in alternating
-    blocks (first, second, first, ...) of at least ``min_runs`` runs and ``block_seconds``,
-    after ``warmup`` untimed runs per block that absorb what the other one left behind
-    (threads still spinning, cold caches); and the largest ratio of first's block median to
-    second's over the rounds."""
-    times: tuple[list[float], list[float]] = ([], [])
-    worst = 0.0
-    for _ in range(rounds):
-        medians = []
-        for fn, ts in ((first, times[0]), (second, times[1])):
-            for _ in range(warmup):
-                fn(args)
-            start, block = time.perf_counter(), list[float]()
-            while len(block) < min_runs or time.perf_counter() - start < block_seconds:
-                t0 = time.perf_counter()
-                fn(args)
-                block.append(time.perf_counter() - t0)
-            ts.extend(block)
-            medians.append(statistics.median(block))
-        worst = max(worst, medians[0] / medians[1])
-    return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3, worst
+) -> Timing:
+    """``first(args)`` against ``second(args)`` in alternating blocks (first, second, first,
+    ...) of at least ``min_runs`` runs and ``block_seconds``, after ``warmup`` untimed runs per
+    block that absorb what the other one left behind (threads still spinning, cold caches);
+    a round's sample is its two block medians, drawn until the ratio is clear (at least
+    ``rounds``; ``sequential``)."""
+
+    def block(fn: Runner) -> float:
+        for _ in range(warmup):
+            fn(args)
+        start, times = time.perf_counter(), list[float]()
+        while len(times) < min_runs or time.perf_counter() - start < block_seconds:
+            t0 = time.perf_counter()
+            fn(args)
+            times.append(time.perf_counter() - t0)
+        return statistics.median(times)
+
+    return sequential(
+        lambda _: (block(first), block(second)), threshold, min_samples=rounds, budget=budget
+    )
 
 
 def session_call_ms(config: Mapping[str, Any], reg: Registry | None = None) -> float:

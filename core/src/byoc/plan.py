@@ -95,7 +95,12 @@ class Measurement:
     kept: bool
     cached: bool = False  # read from the measurement cache, not timed in this compile
     call_ms: float = 0.0  # what one onnxruntime session call costs whatever it runs
-    worst_ratio: float | None = None  # the whole model: its slowest round's backend/onnxruntime
+    # ~95% interval of the median backend/onnxruntime ratio (pairs of runs; the whole model:
+    # rounds of blocks) and how many samples timing took to make it clear of the threshold
+    interval: tuple[float, float] | None = None
+    samples: int = 0
+    clear: bool = True  # False: the time budget ran out with the interval across the threshold
+    measured_at: float = 0.0  # time.time() when timed: an unclear verdict is timed again later
     failure: str | None = None  # why it was not timed: it failed or differed from onnxruntime
     margin: float = 0.0  # the [compile] margin it was judged with
 
@@ -103,6 +108,24 @@ class Measurement:
         """The most the backend may take to be kept: onnxruntime's time less the session call
         a returned partition saves, less the margin."""
         return (self.onnxruntime_ms - self.call_ms) * (1 - self.margin)
+
+    def threshold(self, margin: bool = True) -> float:
+        """``needed_ms`` as a ratio of onnxruntime's time (with or without the margin)."""
+        if self.onnxruntime_ms <= 0:
+            return 0.0
+        needed = self.needed_ms() if margin else self.onnxruntime_ms - self.call_ms
+        return needed / self.onnxruntime_ms
+
+    def spread(self) -> str:
+        """``, ratio 0.83 [0.80, 0.86] over 12 pairs`` (``, unclear`` when it stayed across
+        the threshold), or nothing when there is no interval."""
+        if self.interval is None:
+            return ""
+        lo, hi = self.interval
+        ratio = self.backend_ms / self.onnxruntime_ms if self.onnxruntime_ms else 0.0
+        unit = "rounds" if self.backend == "byoc" else "pairs"
+        text = f", ratio {ratio:.3g} [{lo:.3g}, {hi:.3g}] over {self.samples} {unit}"
+        return text + ("" if self.clear else ", unclear")
 
     def summary(self) -> str:
         """``kept: 1.2 ms on dnnl vs 1.5 ms on onnxruntime (kept at <= 1.46 ms: ...)``, every
@@ -117,14 +140,9 @@ class Measurement:
         )
         return (
             f"{verdict}: {self.backend_ms:.3g} ms on {self.backend} vs "
-            f"{self.onnxruntime_ms:.3g} ms on onnxruntime ({terms})"
+            f"{self.onnxruntime_ms:.3g} ms on onnxruntime ({terms}{self.spread()})"
             + (" (cached)" if self.cached else "")
         )
-
-    def rounds(self) -> str:
-        """``, slowest round 1.04x`` when the whole model lost a round, else nothing."""
-        worst = self.worst_ratio
-        return f", slowest round {worst:.2f}x" if worst is not None and worst >= 1 else ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -134,7 +152,9 @@ class Measurement:
             "backend_ms": self.backend_ms,
             "onnxruntime_ms": self.onnxruntime_ms,
             "call_ms": self.call_ms,
-            "worst_ratio": self.worst_ratio,
+            "interval": list(self.interval) if self.interval is not None else None,
+            "samples": self.samples,
+            "clear": self.clear,
             "verdict": "kept" if self.kept else "returned",
             "cached": self.cached,
             "failure": self.failure,
@@ -264,7 +284,7 @@ class Plan:
             verdict = "byoc kept" if p.whole.kept else "runs as plain onnxruntime"
             lines.append(
                 f"  whole model: {p.whole.backend_ms:.3g} ms compiled vs "
-                f"{p.whole.onnxruntime_ms:.3g} ms plain onnxruntime{p.whole.rounds()}: {verdict}"
+                f"{p.whole.onnxruntime_ms:.3g} ms plain onnxruntime{p.whole.spread()}: {verdict}"
                 + (" (cached)" if p.whole.cached else "")
             )
         return lines
