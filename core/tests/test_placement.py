@@ -196,6 +196,29 @@ def test_a_rebuilt_native_part_is_measured_again(install, fake_clock):
     assert [m.cached for m in again.plan.placement.measurements] == [False]
 
 
+def test_search_gives_a_region_to_the_backend_that_saves_most(install, fake_clock):
+    """Both backends win against onnxruntime (1 ms); the lower-priority one wins by more, so
+    the search gives it the nodes and explain says why the first lost them."""
+    install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
+    config = {"backends": ["first", "second"], **MEASURED}
+    compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["second", "onnxruntime"]
+    reasons = dict(compiled.plan.decisions["r"].refusals)
+    assert reasons["first"] == (
+        "search: second_0 saves 0.7 ms on second; first_0 saves 0.2 ms on first"
+    )
+    assert "beat first: search: second_0 saves 0.7 ms" in explain_text(compiled.plan)
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    greedy = {**config, "compile": {**MEASURED["compile"], "search": False}}
+    assert backends_of(byoc.compile(model(), greedy)) == ["first", "onnxruntime"]
+
+
+def test_search_keeps_the_priority_plan_when_it_is_as_good(install, fake_clock):
+    install(Plugin("first", 9, fake_ms=0.5), Plugin("second", 1, fake_ms=0.495))
+    compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
+    assert backends_of(compiled) == ["first", "onnxruntime"]  # 1% better is within the margin
+
+
 def test_the_next_backend_may_take_what_the_first_lost(install, fake_clock):
     install(Plugin("first", 9, fake_ms=3.0), Plugin("second", 1, fake_ms=0.5))
     compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
@@ -227,11 +250,13 @@ def test_a_compiled_model_whose_interval_reaches_onnxruntime_runs_as_onnxruntime
 ):
     install(Plugin("quick", 5, fake_ms=0.5))
     fake_clock["interval"] = (0.45, 1.04)  # the median wins by 50%, but unclear: it may lose
-    with pytest.warns(UserWarning, match=r"1.04\] over 3 rounds, unclear\): running it as one"):
+    with pytest.warns(
+        UserWarning, match=r"ratio in \[0.45, 1.04\] over 3 rounds, unclear\): running it as one"
+    ):
         compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
     assert backends_of(compiled) == ["onnxruntime"]
     text = explain_text(compiled.plan)
-    assert "0.5 ms compiled vs 1 ms plain onnxruntime, ratio 0.5 [0.45, 1.04] over 3" in text
+    assert "0.5 ms compiled vs 1 ms plain onnxruntime, ratio in [0.45, 1.04] over 3" in text
 
 
 def test_an_unclear_win_is_kept_when_no_sample_reached_onnxruntime(install, fake_clock):
@@ -500,7 +525,7 @@ def test_a_verdict_shows_every_term_of_the_decision(install, fake_clock):
     (m,) = compiled.plan.placement.measurements
     assert m.summary() == (
         "returned to onnxruntime: 0.9 ms on quick vs 1 ms on onnxruntime (kept at <= 0.882 ms: "
-        "onnxruntime's time less its 0.1 ms session call, less the 2% margin, ratio 0.9 "
+        "onnxruntime's time less its 0.1 ms session call, less the 2% margin, ratio in "
         "[0.9, 0.9] over 8 pairs)"
     )
 

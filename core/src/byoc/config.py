@@ -110,6 +110,12 @@ COMPILE_KEYS: dict[str, Option] = {
         "measured placement: time every partition again instead of reading cached verdicts "
         "(the new ones are cached); the CLI's --remeasure",
     ),
+    "search": (
+        bool,
+        True,
+        "measured placement with several backends: each backend also partitions the whole "
+        "graph alone, and the partitions that save the most time win, whatever the priority",
+    ),
     "remeasure_after": (
         float,
         7.0,

@@ -69,6 +69,14 @@ def explain_text(plan: Plan, backend: str | None = None) -> str:
             for b, reason in plan.decisions[n].refusals:
                 if b == part.backend and reason.startswith("kept out of"):
                     lines.extend(_wrap(f"{n}: {reason}", "    note: ", "        "))
+        searched = {
+            (b, reason)
+            for n in work
+            for b, reason in plan.decisions[n].refusals
+            if b != part.backend and reason.startswith("search:")
+        }
+        for b, reason in sorted(searched):  # the candidates it beat, and by how much
+            lines.extend(_wrap(f"{b}: {reason}", "    beat ", "        "))
         lines.append("")
     fallback = [n for n in plan.fallback_nodes if n not in const]
     groups: dict[tuple[str, tuple[tuple[str, str], ...]], list[str]] = {}

@@ -15,6 +15,10 @@ For the plan it is given, ``Placer.place``:
    ``[compile] margin`` and partitions again (another backend may claim them; the leftover
    graph is re-cut into as few onnxruntime sessions as acyclicity allows), until every
    partition is kept;
+4b. (measured, several backends, ``[compile] search``) searches: each backend partitions the
+   whole graph alone, its winning partitions join the plan's as candidates, the candidates
+   that save the most are taken greedily without overlap, and if they beat the plan by the
+   margin the other candidates' nodes are vetoed for their backends and step 4 runs again;
 5. runs the compiled model once and times it against plain onnxruntime on the whole model; if
    it fails or still loses, warns in one line and (``[compile] whole_model_fallback``) runs
    the model as one onnxruntime session.
@@ -30,6 +34,7 @@ partition once to check it.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -72,6 +77,24 @@ class _Trial:
         self.args, self.outputs, self.ort = args, outputs, ort
 
 
+class _Unrunnable(Exception):
+    """onnxruntime itself fails on the measurement inputs."""
+
+
+def _saved_ms(m: Measurement) -> float:
+    """What running a partition on its backend saves against onnxruntime, per run."""
+    return m.onnxruntime_ms - m.call_ms - m.backend_ms
+
+
+def _lost_search(m: Measurement, winner: Measurement | None) -> str:
+    """Why the search took a node from the candidate ``m``."""
+    mine = f"{m.partition} saves {_saved_ms(m):.3g} ms on {m.backend}"
+    if winner is None:
+        return f"search: onnxruntime runs it; {mine}, less than a candidate it overlaps"
+    theirs = f"{winner.partition} saves {_saved_ms(winner):.3g} ms on {winner.backend}"
+    return f"search: {theirs}; {mine}"
+
+
 class Placer:
     """One compile: rounds of partition, try (and with measured placement, time), veto; then
     the whole-model check."""
@@ -112,28 +135,12 @@ class Placer:
                 raise
             return self._unchecked(f"no inputs to run the partitions on ({exc})")
         verdicts: dict[str, Measurement] = {}  # by key: each partition once, first verdict
-        while self.plan.partitions:
-            try:
-                trials = self._reference(feeds)
-            except Exception as exc:  # the model itself fails on these inputs
-                return self._unchecked(
-                    f"onnxruntime fails on the measurement inputs ({type(exc).__name__}: {exc})"
-                )
-            round_: list[Measurement] = []
-            for i, unit in enumerate(self.plan.partitions, start=1):
-                key = self._key(unit)
-                if key not in verdicts:
-                    if self.progress is not None and self.measured_mode:
-                        self.progress(i, len(self.plan.partitions), f"measuring {unit.name}")
-                    verdicts[key] = self._verdict(unit, key, trials[unit.name])
-                round_.append(verdicts[key])
-            losers = [m for m in round_ if not m.kept]
-            if not losers:
-                break
-            for m in losers:
-                for node in m.nodes:
-                    self.vetoes.setdefault(node, {})[m.backend] = m.summary()
-            self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+        try:
+            self._settle(feeds, verdicts)
+            if self.measured_mode and self._search(feeds, verdicts):
+                self._settle(feeds, verdicts)
+        except _Unrunnable as exc:  # the model itself fails on these inputs
+            return self._unchecked(f"onnxruntime fails on the measurement inputs ({exc})")
         tried = list(verdicts.values())
         failed = [m for m in tried if m.failure is not None]
         if failed:
@@ -149,6 +156,71 @@ class Placer:
             if not placement.whole.kept:
                 compiled = self._whole_model_verdict(compiled, placement)
         return compiled
+
+    def _settle(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> None:
+        """Rounds of try (and time) and veto until every partition of the plan is kept."""
+        while self.plan.partitions:
+            trials = self._reference(feeds, self.plan)
+            round_: list[Measurement] = []
+            for i, unit in enumerate(self.plan.partitions, start=1):
+                key = self._key(unit)
+                if key not in verdicts:
+                    if self.progress is not None and self.measured_mode:
+                        self.progress(i, len(self.plan.partitions), f"measuring {unit.name}")
+                    verdicts[key] = self._verdict(unit, key, trials[unit.name])
+                round_.append(verdicts[key])
+            losers = [m for m in round_ if not m.kept]
+            if not losers:
+                return
+            for m in losers:
+                for node in m.nodes:
+                    self.vetoes.setdefault(node, {})[m.backend] = m.summary()
+            self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+
+    def _search(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
+        """Candidates from every backend: each one partitions the whole graph on its own, and
+        its partitions that win against onnxruntime are candidates beside the plan's. The
+        candidates that save the most time, taken greedily without overlap, replace the
+        priority-order plan when they save more than it by the margin: the nodes they do not
+        give a backend are vetoed for it, with the reason, and the plan is cut again. Returns
+        whether it changed the plan ([compile] search)."""
+        if not self.cfg.compile["search"] or len(self.tables) < 2:
+            return False
+        current = [verdicts[self._key(u)] for u in self.plan.partitions]
+        candidates = {id(m): m for m in current}
+        for name in self.tables:
+            alone = dataclasses.replace(self.cfg, backends=[name])
+            plan = partition(self.source, alone, vetoes=self.vetoes, registry=self.reg)
+            if not plan.partitions:
+                continue
+            trials = self._reference(feeds, plan)
+            for i, unit in enumerate(plan.partitions, start=1):
+                key = self._key(unit)
+                if key not in verdicts:
+                    if self.progress is not None:
+                        self.progress(i, len(plan.partitions), f"searching: {unit.name}")
+                    try:
+                        verdicts[key] = self._verdict(unit, key, trials[unit.name])
+                    except ByocError:  # a candidate only: its failure costs nothing
+                        continue
+                if verdicts[key].kept:
+                    candidates[id(verdicts[key])] = verdicts[key]
+        chosen: list[Measurement] = []
+        owner: dict[str, Measurement] = {}
+        for m in sorted(candidates.values(), key=_saved_ms, reverse=True):
+            if not any(n in owner for n in m.nodes):
+                chosen.append(m)
+                owner.update(dict.fromkeys(m.nodes, m))
+        gain = sum(map(_saved_ms, chosen)) - sum(map(_saved_ms, current))
+        if gain <= self.margin * sum(m.onnxruntime_ms for m in current) or gain <= 0:
+            return False
+        for m in candidates.values():
+            for node in m.nodes:
+                winner = owner.get(node)
+                if winner is None or winner.backend != m.backend:
+                    self.vetoes.setdefault(node, {})[m.backend] = _lost_search(m, winner)
+        self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+        return True
 
     def _verdict(self, unit: Partition, key: str, trial: _Trial) -> Measurement:
         """Compile a partition and run it once; a failure (or, measured, a difference from
@@ -314,15 +386,18 @@ class Placer:
 
     # -- timing -------------------------------------------------------------------------------
 
-    def _reference(self, feeds: dict[str, Any]) -> dict[str, _Trial]:
-        """Run the plan on onnxruntime: each backend partition's real inputs and outputs."""
+    def _reference(self, feeds: dict[str, Any], plan: Plan) -> dict[str, _Trial]:
+        """Run a plan on onnxruntime: each backend partition's real inputs and outputs."""
         quiet = self._quiet_fallback()
         env = dict(feeds)
         trials: dict[str, _Trial] = {}
-        for unit in self.plan.schedule:
+        for unit in plan.schedule:
             runtime = compile_unit(self.reg, FALLBACK, unit, quiet)[1]
             args = [env[n] for n in unit.inputs]
-            outputs = runtime.run(args)
+            try:
+                outputs = runtime.run(args)
+            except Exception as exc:
+                raise _Unrunnable(f"{type(exc).__name__}: {exc}") from exc
             if unit.backend != FALLBACK:
                 trials[unit.name] = _Trial(args, list(outputs), runtime.run)
             env.update(zip(unit.outputs, outputs, strict=True))

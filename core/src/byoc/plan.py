@@ -117,14 +117,13 @@ class Measurement:
         return needed / self.onnxruntime_ms
 
     def spread(self) -> str:
-        """``, ratio 0.83 [0.80, 0.86] over 12 pairs`` (``, unclear`` when it stayed across
-        the threshold), or nothing when there is no interval."""
+        """``, ratio in [0.80, 0.86] over 12 pairs``: the interval of the median ratio
+        (``, unclear`` when it stayed across the threshold), or nothing without one."""
         if self.interval is None:
             return ""
         lo, hi = self.interval
-        ratio = self.backend_ms / self.onnxruntime_ms if self.onnxruntime_ms else 0.0
         unit = "rounds" if self.backend == "byoc" else "pairs"
-        text = f", ratio {ratio:.3g} [{lo:.3g}, {hi:.3g}] over {self.samples} {unit}"
+        text = f", ratio in [{lo:.3g}, {hi:.3g}] over {self.samples} {unit}"
         return text + ("" if self.clear else ", unclear")
 
     def summary(self) -> str:
