@@ -24,7 +24,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 from byoc.patterns import Alt, Op
-from byoc.pipeline import resolve_backends
+from byoc.context import resolve_backends
 from byoc.plugins import registry
 from onnx import numpy_helper
 from onnx.backend.test.loader import load_model_tests

@@ -26,9 +26,10 @@ import numpy as np
 
 from byoc.compare import with_reference
 from byoc.config import load_config
+from byoc.context import ConfigLike
 from byoc.errors import ConfigError
 from byoc.fallback import session_options
-from byoc.pipeline import ConfigLike, ModelLike
+from byoc.pipeline import ModelLike
 from byoc.progress import ProgressFn
 
 

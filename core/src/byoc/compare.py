@@ -12,10 +12,11 @@ import onnxruntime as ort
 from byoc.compiled import CompiledModel
 from byoc.compiler import compile
 from byoc.config import Config, load_config
+from byoc.context import ConfigLike
 from byoc.errors import ModelError
 from byoc.graph import Graph
 from byoc.inputs import random_inputs
-from byoc.pipeline import ConfigLike, ModelLike
+from byoc.pipeline import ModelLike
 from byoc.plan import FALLBACK
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn

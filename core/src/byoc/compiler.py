@@ -14,11 +14,11 @@ from typing import Any
 
 import onnx
 
-from byoc import plugins
 from byoc.compiled import CompiledModel
-from byoc.config import Config, load_config
+from byoc.config import Config
+from byoc.context import ConfigLike, resolve
 from byoc.errors import BackendError, NodesRefused
-from byoc.pipeline import ConfigLike, ModelLike, partition
+from byoc.pipeline import ModelLike, partition
 from byoc.placement import Placer
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
@@ -42,9 +42,9 @@ def compile(
     or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal). ``registry``:
     the plugins to use (default: ``byoc.registry()``, the installed ones).
     """
-    cfg = load_config(config)
-    reg = registry or plugins.registry()
-    plan = partition(model, cfg, registry=reg)
+    ctx = resolve(config, registry)
+    reg = ctx.registry
+    plan = partition(model, ctx)
     source = plan.source if plan.source is not None else model  # the model read once
 
     def variants(other: onnx.ModelProto, c: Config) -> CompiledModel:
@@ -53,10 +53,10 @@ def compile(
     vetoes: dict[str, dict[str, str]] = {}
     while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
         try:
-            return Placer(plan, cfg, progress, vetoes, variants).place(inputs)
+            return Placer(plan, ctx, progress, vetoes, variants).place(inputs)
         except NodesRefused as exc:
             refuse(vetoes, exc)
-            plan = partition(source, cfg, vetoes=vetoes, registry=reg)
+            plan = partition(source, ctx, vetoes=vetoes)
 
 
 def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:

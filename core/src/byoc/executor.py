@@ -12,8 +12,9 @@ import onnx
 from byoc import plugins
 from byoc.compiled import CompiledModel, Step
 from byoc.config import Config, load_config
+from byoc.context import ConfigLike, Context, resolve
 from byoc.errors import ArtifactError, BackendError, ModelError
-from byoc.pipeline import ConfigLike, partition, resolve_backends
+from byoc.pipeline import partition
 from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
@@ -53,7 +54,7 @@ def _onnxruntime_loads(plan: Plan) -> None:
 
 def build(
     plan: Plan,
-    config: ConfigLike = None,
+    config: Context | ConfigLike = None,
     *,
     progress: ProgressFn | None = None,
     reuse: Callable[[Partition], tuple[Any, Any] | None] | None = None,
@@ -65,16 +66,16 @@ def build(
 
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled.
     ``reuse(unit)`` may give an ``(artifact, runtime)`` already made for an identical unit.
-    ``registry``: the plugins to use (default: the plan's, else ``byoc.registry()``).
+    ``registry``: the plugins to use (default: ``byoc.registry()``); ``config`` may be a
+    resolved ``Context`` instead of both (default: the plan's config).
     ``variants(source, config)`` compiles the model for other input shapes when ``[shapes]``
     fixed them (default: partition and build; ``byoc.compile`` passes itself).
     """
-    cfg = load_config(config if config is not None else plan.config)
-    reg = registry or plan.registry or plugins.registry()
+    ctx = resolve(config if config is not None else plan.config, registry)
+    cfg, reg, tables = ctx.config, ctx.registry, ctx.tables
     problem = reg.backends[FALLBACK].unavailable_reason
     if problem is not None:  # every model needs it: segments, and the reference
         raise BackendError(f"the onnxruntime fallback cannot be used: {problem}")
-    tables = {a.name: a.table for a in resolve_backends(cfg, reg)[0]}
     fb = fallback_config(cfg, plan, reg)
     steps = []
     for i, unit in enumerate(plan.schedule, start=1):
@@ -101,7 +102,8 @@ def build(
         shapes=Specializations.create(
             plan.source,
             cfg,
-            variants or (lambda source, c: build(partition(source, c, registry=reg), c)),
+            variants
+            or (lambda source, c: build(partition(source, c, registry=reg), c, registry=reg)),
         ),
     )
 

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import difflib
 import os
-import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import onnx
 
-from byoc import plugins
-from byoc.config import Config, load_config
+from byoc.config import Config
+from byoc.context import Active, ConfigLike, Context, resolve
 from byoc.errors import ConfigError
 from byoc.graph import Graph
 from byoc.loading import read_model, specialize
@@ -23,78 +20,9 @@ from byoc.passes.merge_regions import Regions, grow, merge_compiler_regions
 from byoc.passes.partition import partition_graph
 from byoc.passes.prune import PruneRule, prune_regions
 from byoc.plan import FALLBACK, Composite, Decision, Partition, Plan
-from byoc.plugins import ENV_VAR, Backend, Registry
+from byoc.plugins import Registry
 
 ModelLike = str | os.PathLike[str] | bytes | onnx.ModelProto
-ConfigLike = Config | Mapping[str, Any] | str | os.PathLike[str] | None
-
-
-@dataclass
-class Active:
-    """A backend taking part in this run, with its config table filled in."""
-
-    backend: Backend
-    table: dict[str, Any]
-
-    @property
-    def name(self) -> str:
-        return self.backend.name
-
-
-def resolve_backends(cfg: Config, reg: Registry) -> tuple[list[Active], dict[str, str]]:
-    """The enabled, available backends in priority order, and why others sit out."""
-    known = {b.name: b for b in reg.claimable()}
-    broken = {b.name: b.reason for b in reg.broken}
-    names = cfg.backends
-    if names is None:  # the default set: every installed backend meant for speed
-        names = [n for n, b in known.items() if not b.reference]
-    for name in [*names, *cfg.backend]:
-        if name not in known and name not in broken:
-            hint = (
-                f" ({ENV_VAR} is set to {os.environ[ENV_VAR]!r})" if ENV_VAR in os.environ else ""
-            )
-            close = difflib.get_close_matches(name, [*known, *broken], n=1)
-            todo = (
-                f"did you mean '{close[0]}'?"
-                if close
-                else f"install it (e.g. pip install byoc-{name})"
-            )
-            raise ConfigError(
-                f"{cfg.source}: unknown backend '{name}'; installed backends: "
-                f"{', '.join(known) or 'none'}{hint}. {todo[0].upper()}{todo[1:]}"
-            )
-    if len(set(names)) != len(names):
-        raise ConfigError(f"{cfg.source}: 'backends' names a backend twice: {names}")
-    tables = {n: cfg.backend_table(n, b.options) for n, b in known.items() if n in cfg.backend}
-    active: list[Active] = []
-    skipped: dict[str, str] = {
-        n: "not used: a reference backend (not meant for speed), used only when `backends` names it"
-        for n, b in known.items()
-        if cfg.backends is None and b.reference
-    }
-    for name in names:
-        backend = known.get(name)
-        table = None
-        if backend is not None:
-            table = tables.get(name) or cfg.backend_table(name, backend.options)
-            if table["min_partition_nodes"] is None:
-                table["min_partition_nodes"] = backend.min_partition_nodes
-            if not table["enabled"]:
-                skipped[name] = f"disabled by [backend.{name}] enabled = false"
-                continue
-        reason = broken[name] if backend is None else backend.unavailable_reason
-        if reason is not None and cfg.backends is not None:  # named: the user counts on it
-            raise ConfigError(
-                f"{cfg.source}: backend '{name}' is named in 'backends' but cannot be used: "
-                f"{reason}. Install what it needs, or remove it from 'backends'"
-            )
-        if reason is not None:  # only installed: the others still work
-            skipped[name] = f"unavailable: {reason}"
-            warnings.warn(f"backend '{name}' claims nothing: {reason}", stacklevel=3)
-        else:
-            assert backend is not None and table is not None
-            active.append(Active(backend, table))
-    return active, skipped
 
 
 def _check_op_names(a: Active, claims: Mapping[str, Any], cfg: Config) -> None:
@@ -118,7 +46,7 @@ def _is_onnx_op(op: str) -> bool:
 
 def partition(
     model: ModelLike,
-    config: ConfigLike = None,
+    config: Context | ConfigLike = None,
     *,
     vetoes: Mapping[str, Mapping[str, str]] | None = None,
     registry: Registry | None = None,
@@ -127,11 +55,11 @@ def partition(
 
     ``vetoes`` maps node names to ``{backend: reason}``: those backends may not claim those
     nodes, alone or in a composite (measured placement returns losing partitions this way).
-    ``registry`` is the plugins to use (default: ``byoc.registry()``, the installed ones).
+    ``registry`` is the plugins to use (default: ``byoc.registry()``, the installed ones);
+    ``config`` may be a resolved ``Context`` (``byoc.context.resolve``) instead of both.
     """
-    cfg = load_config(config)
-    reg = registry or plugins.registry()
-    active, skipped = resolve_backends(cfg, reg)
+    ctx = resolve(config, registry)
+    cfg, reg, active, skipped = ctx.config, ctx.registry, ctx.active, ctx.skipped
     source = read_model(model)  # 1. load: names, order, then [shapes] and shape inference
     graph = Graph(specialize(source, cfg.shapes))
     vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items() if k in graph.index}
@@ -167,7 +95,6 @@ def partition(
         as_read(units[0], source)
     plan = _plan(state, units, skipped, cfg)
     plan.source = source
-    plan.registry = reg
     return plan
 
 
@@ -217,7 +144,9 @@ def as_read(unit: Partition, source: onnx.ModelProto) -> None:
     unit.outputs = outputs
 
 
-def _plan(state: PassState, units: list[Partition], skipped: dict[str, str], cfg: Config) -> Plan:
+def _plan(
+    state: PassState, units: list[Partition], skipped: Mapping[str, str], cfg: Config
+) -> Plan:
     graph, labels = state.graph, state.labels
     composite_of = {i: m.name for m in state.matches for i in m.members if labels[i] is not None}
     owner = {name: u for u in units for name in u.nodes}

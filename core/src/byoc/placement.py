@@ -34,7 +34,6 @@ partition once to check it.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import math
@@ -54,11 +53,12 @@ import onnx
 from byoc import host, plugins
 from byoc.compiled import CompiledModel, results_of
 from byoc.config import Config
+from byoc.context import Context
 from byoc.errors import ByocError, ConfigError, InputError, NodesRefused
 from byoc.executor import build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
-from byoc.pipeline import as_read, partition, resolve_backends
+from byoc.pipeline import as_read, partition
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
@@ -102,18 +102,19 @@ class Placer:
     def __init__(
         self,
         plan: Plan,
-        cfg: Config,
+        ctx: Context,
         progress: ProgressFn | None,
         vetoes: dict[str, dict[str, str]] | None = None,
         variants: Callable[[onnx.ModelProto, Config], CompiledModel] | None = None,
     ) -> None:
-        self.cfg = cfg
+        self.ctx = ctx
+        self.cfg = cfg = ctx.config
         self.variants = variants
         self.plan = plan
         self.source = plan.source if plan.source is not None else plan.model
         self.progress = progress
-        self.reg: Registry = plan.registry or plugins.registry()
-        self.tables = {a.name: a.table for a in resolve_backends(cfg, self.reg)[0]}
+        self.reg: Registry = ctx.registry
+        self.tables = ctx.tables
         self.measured_mode = cfg.compile["placement"] == "measured"
         self.margin = cfg.compile["margin"]
         self.cache = MeasurementCache()
@@ -175,7 +176,7 @@ class Placer:
             for m in losers:
                 for node in m.nodes:
                     self.vetoes.setdefault(node, {})[m.backend] = m.summary()
-            self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+            self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
 
     def _search(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
         """Candidates from every backend: each one partitions the whole graph on its own, and
@@ -189,8 +190,7 @@ class Placer:
         current = [verdicts[self._key(u)] for u in self.plan.partitions]
         candidates = {id(m): m for m in current}
         for name in self.tables:
-            alone = dataclasses.replace(self.cfg, backends=[name])
-            plan = partition(self.source, alone, vetoes=self.vetoes, registry=self.reg)
+            plan = partition(self.source, self.ctx.alone(name), vetoes=self.vetoes)
             if not plan.partitions:
                 continue
             trials = self._reference(feeds, plan)
@@ -219,7 +219,7 @@ class Placer:
                 winner = owner.get(node)
                 if winner is None or winner.backend != m.backend:
                     self.vetoes.setdefault(node, {})[m.backend] = _lost_search(m, winner)
-        self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+        self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
         return True
 
     def _verdict(self, unit: Partition, key: str, trial: _Trial) -> Measurement:
@@ -314,12 +314,12 @@ class Placer:
         """The model as plain onnxruntime: every claimed node vetoed for every backend."""
         for node in self.plan.decisions:
             self.vetoes[node] = dict.fromkeys(self.tables, reason)
-        self.plan = partition(self.source, self.cfg, vetoes=self.vetoes, registry=self.reg)
+        self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
         return self._build(placement)
 
     def _build(self, placement: Placement) -> CompiledModel:
         compiled = build(
-            self.plan, self.cfg, progress=self.progress, reuse=self._reuse, variants=self.variants
+            self.plan, self.ctx, progress=self.progress, reuse=self._reuse, variants=self.variants
         )
         self.built.clear()
         self.plan.placement = placement

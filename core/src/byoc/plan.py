@@ -9,6 +9,7 @@ from typing import Any
 
 import onnx
 
+from byoc.config import Config
 from byoc.graph import Graph, NodeView
 
 FALLBACK = "onnxruntime"
@@ -195,11 +196,9 @@ class Plan:
     schedule: list[Partition]  # every unit, in a topological run order
     fallback_nodes: list[str]
     decisions: dict[str, Decision]
-    config: Any = None
+    config: Config | None = None
     source: onnx.ModelProto | None = None  # the model as read: declared input types, no [shapes]
     placement: Placement | None = None  # set by byoc.compile: what measured placement found
-    # the plugins that partitioned it (a byoc.plugins.Registry; not imported: plugins -> plan)
-    registry: Any = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The plan as in DESIGN.md: ``partitions`` and ``fallback_nodes``; after measured

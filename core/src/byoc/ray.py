@@ -35,10 +35,10 @@ from byoc.batch import (
     write_sample,
 )
 from byoc.config import load_config
+from byoc.context import ConfigLike
 from byoc.errors import ByocError, ConfigError, InputError
 from byoc.export import is_artifact
 from byoc.inputs import check_inputs
-from byoc.pipeline import ConfigLike
 from byoc.progress import ProgressFn
 from byoc.reader import load
 

@@ -61,8 +61,8 @@ import pytest
 from onnx import helper
 
 import byoc
+from byoc.context import resolve_backends
 from byoc.errors import ArtifactError
-from byoc.pipeline import resolve_backends
 from byoc.plugins import registry
 from byoc.testing.build import IR_VERSION
 from byoc.testing.kit import assert_matches_onnxruntime

@@ -10,7 +10,8 @@ import numpy as np
 
 from byoc.compare import compare, random_inputs
 from byoc.config import load_config
-from byoc.pipeline import ConfigLike, ModelLike
+from byoc.context import ConfigLike
+from byoc.pipeline import ModelLike
 
 __all__ = ["assert_matches_onnxruntime", "random_inputs"]
 
