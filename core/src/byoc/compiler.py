@@ -18,6 +18,7 @@ from byoc.compiled import CompiledModel
 from byoc.config import Config
 from byoc.context import ConfigLike, resolve
 from byoc.errors import BackendError, NodesRefused
+from byoc.executor import build
 from byoc.pipeline import ModelLike, partition
 from byoc.placement import Placer
 from byoc.plugins import Registry
@@ -53,7 +54,13 @@ def compile(
     vetoes: dict[str, dict[str, str]] = {}
     while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
         try:
-            return Placer(plan, ctx, progress, vetoes, variants).place(inputs)
+            placer = Placer(plan, ctx, progress, vetoes)
+            decided = placer.decide(inputs)
+            compiled = build(decided, ctx, progress=progress, reuse=placer.reuse, variants=variants)
+            plain = placer.verify(compiled)
+            if plain is None:
+                return compiled
+            return build(plain, ctx, progress=progress, variants=variants)
         except NodesRefused as exc:
             refuse(vetoes, exc)
             plan = partition(source, ctx, vetoes=vetoes)

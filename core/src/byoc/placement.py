@@ -1,6 +1,6 @@
-"""Placement: which partitions a compile keeps (``byoc.compiler.compile`` calls ``Placer``).
-
-For the plan it is given, ``Placer.place``:
+"""Placement: which partitions a compile keeps. Placement only decides: ``byoc.compiler.
+compile`` asks ``Placer.decide`` for the plan, builds it (reusing what deciding made), and
+asks ``Placer.verify`` whether the built model stays. For the plan it is given, ``decide``:
 
 1. runs the plan once on representative inputs (given, or ``random_inputs``: valid by
    construction where the graph says what an input is), every unit on onnxruntime, so each
@@ -19,9 +19,9 @@ For the plan it is given, ``Placer.place``:
    whole graph alone, its winning partitions join the plan's as candidates, the candidates
    that save the most are taken greedily without overlap, and if they beat the plan by the
    margin the other candidates' nodes are vetoed for their backends and step 4 runs again;
-5. runs the compiled model once and times it against plain onnxruntime on the whole model; if
-   it fails or still loses, warns in one line and (``[compile] whole_model_fallback``) runs
-   the model as one onnxruntime session.
+5. (``verify``) runs the built model once and times it against plain onnxruntime on the whole
+   model; if it fails or still loses, warns in one line and (``[compile]
+   whole_model_fallback``) gives the plan that runs the model as one onnxruntime session.
 
 When nothing can be run (no inputs, or onnxruntime fails on them), measured placement sends
 every partition to onnxruntime, with one line saying why. Every verdict lands in
@@ -52,10 +52,9 @@ import onnx
 
 from byoc import host, plugins
 from byoc.compiled import CompiledModel, results_of
-from byoc.config import Config
 from byoc.context import Context
 from byoc.errors import ByocError, ConfigError, InputError, NodesRefused
-from byoc.executor import build, fallback_config
+from byoc.executor import fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
 from byoc.pipeline import as_read, partition
@@ -105,11 +104,9 @@ class Placer:
         ctx: Context,
         progress: ProgressFn | None,
         vetoes: dict[str, dict[str, str]] | None = None,
-        variants: Callable[[onnx.ModelProto, Config], CompiledModel] | None = None,
     ) -> None:
         self.ctx = ctx
         self.cfg = cfg = ctx.config
-        self.variants = variants
         self.plan = plan
         self.source = plan.source if plan.source is not None else plan.model
         self.progress = progress
@@ -121,12 +118,15 @@ class Placer:
         self.built: dict[str, tuple[Any, Any]] = {}  # partition key -> (artifact, runtime)
         self.vetoes = vetoes if vetoes is not None else {}
         self._keys: dict[int, tuple[Partition, str]] = {}  # id(unit) -> (unit, key)
+        self.feeds: dict[str, Any] | None = None  # the measurement inputs, once decided
         self._call_ms: float | None = None
 
-    def place(self, inputs: Mapping[str, Any] | None) -> CompiledModel:
+    def decide(self, inputs: Mapping[str, Any] | None) -> Plan:
+        """The plan to build: every backend partition checked (and, measured, timed and
+        searched), with ``plan.placement`` saying how each was decided."""
         mode = "measured" if self.measured_mode else "static"
         if not self.plan.partitions:
-            return self._build(Placement(mode))
+            return self._placed(Placement(mode))
         try:
             feeds = check_inputs(self._signature(), inputs) if inputs is not None else None
             if feeds is None:
@@ -150,13 +150,25 @@ class Placer:
                 f"{failed[0].partition} ({failed[0].backend}) {failed[0].failure}",
                 stacklevel=3,
             )
-        placement = Placement(mode, tried if self.measured_mode else failed)
-        compiled = self._build(placement)
-        if self.measured_mode and self.plan.partitions:
-            placement.whole = self._whole(compiled, feeds)
-            if not placement.whole.kept:
-                compiled = self._whole_model_verdict(compiled, placement)
-        return compiled
+        self.feeds = feeds
+        return self._placed(Placement(mode, tried if self.measured_mode else failed))
+
+    def verify(self, compiled: CompiledModel) -> Plan | None:
+        """Measured placement's last word on the built model: None to keep it, or the plan
+        that runs the model as plain onnxruntime (it failed, or does not beat onnxruntime)."""
+        self.built.clear()  # what deciding made and the build did not take
+        placement = self.plan.placement
+        if not self.measured_mode or self.feeds is None or not self.plan.partitions:
+            return None
+        assert placement is not None
+        placement.whole = self._whole(compiled, self.feeds)
+        if placement.whole.kept:
+            return None
+        return self._whole_model_verdict(placement)
+
+    def reuse(self, unit: Partition) -> tuple[Any, Any] | None:
+        """The artifact and runtime made while deciding, for ``build`` (each taken once)."""
+        return self.built.pop(self._key(unit), None) if unit.backend != FALLBACK else None
 
     def _settle(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> None:
         """Rounds of try (and time) and veto until every partition of the plan is kept."""
@@ -295,11 +307,11 @@ class Placer:
         """The [fallback] table for onnxruntime runs beside a backend's (``_quiet``)."""
         return _quiet(fallback_config(self.cfg, self.plan, self.reg))
 
-    def _unchecked(self, why: str) -> CompiledModel:
+    def _unchecked(self, why: str) -> Plan:
         """Nothing could be run: with measured placement every partition goes back to
         onnxruntime (the path that cannot be wrong or slow); static placement keeps them."""
         if not self.measured_mode:  # the user's choice: a note in explain, no warning
-            return self._build(Placement("static", note=f"partitions kept unchecked: {why}"))
+            return self._placed(Placement("static", note=f"partitions kept unchecked: {why}"))
         note = f"every partition runs on onnxruntime: {why}"
         warnings.warn(
             f"measured placement: {note}; give inputs ([compare] inputs, [shapes], inputs=) "
@@ -310,21 +322,16 @@ class Placer:
             f"returned to onnxruntime: {why}", Placement("measured", note=note)
         )
 
-    def _on_onnxruntime(self, reason: str, placement: Placement) -> CompiledModel:
+    def _on_onnxruntime(self, reason: str, placement: Placement) -> Plan:
         """The model as plain onnxruntime: every claimed node vetoed for every backend."""
         for node in self.plan.decisions:
             self.vetoes[node] = dict.fromkeys(self.tables, reason)
         self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
-        return self._build(placement)
+        return self._placed(placement)
 
-    def _build(self, placement: Placement) -> CompiledModel:
-        compiled = build(
-            self.plan, self.ctx, progress=self.progress, reuse=self._reuse, variants=self.variants
-        )
-        self.built.clear()
+    def _placed(self, placement: Placement) -> Plan:
         self.plan.placement = placement
-        compiled.plan.placement = placement  # type: ignore[union-attr]
-        return compiled
+        return self.plan
 
     # -- inputs and keys ----------------------------------------------------------------------
 
@@ -424,9 +431,6 @@ class Placer:
         m.kept = self._wins(m)
         return m
 
-    def _reuse(self, unit: Partition) -> tuple[Any, Any] | None:
-        return self.built.get(self._key(unit)) if unit.backend != FALLBACK else None
-
     def _whole(self, compiled: CompiledModel, feeds: dict[str, Any]) -> Measurement:
         """The compiled model against plain onnxruntime on the whole model, with the user's
         ``[fallback]`` settings (its threads spin by default, as they would for a user who
@@ -463,7 +467,7 @@ class Placer:
         digest.update(json.dumps([self.cfg.fallback, host_id()], default=str).encode())
         return digest.hexdigest()
 
-    def _whole_model_verdict(self, compiled: CompiledModel, placement: Placement) -> CompiledModel:
+    def _whole_model_verdict(self, placement: Placement) -> Plan | None:
         whole = placement.whole
         assert whole is not None
         slower = whole.failure or (
@@ -472,7 +476,7 @@ class Placer:
         )
         if whole.failure is None and not self.cfg.compile["whole_model_fallback"]:
             warnings.warn(f"{slower}; kept ([compile] whole_model_fallback = false)", stacklevel=4)
-            return compiled
+            return None
         warnings.warn(f"{slower}: running it as one onnxruntime session", stacklevel=4)
         return self._on_onnxruntime(f"the whole model runs on onnxruntime: {slower}", placement)
 
