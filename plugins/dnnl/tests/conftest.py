@@ -2,11 +2,12 @@
 kernels drop NaN where onnxruntime keeps it, and the other way round. Each stays a strict xfail,
 so a fix shows up as a failure until its entry goes. Users do not see them by default: dnnl is
 ``finite_only``, so a partition whose inputs hold NaN or +-inf runs on onnxruntime (the suite
-checks that too)."""
+checks that too). Also the fixtures the dnnl tests share (their helpers: ``helpers.py``)."""
 
 from __future__ import annotations
 
 import pytest
+from byoc_dnnl import plugin
 
 _INF_NAN = "(+-inf inputs make NaN in the product: inf - inf)"
 _SUM_RELU = f"the fused Relu post-op (oneDNN's eltwise_relu) maps NaN to 0 {_INF_NAN}"
@@ -35,3 +36,10 @@ KNOWN_FAILURES = _SPECIAL
 @pytest.fixture
 def dnnl_known_failures() -> dict[tuple[str, str], str]:
     return KNOWN_FAILURES
+
+
+@pytest.fixture
+def keep_tiny(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a tiny test model with onnxruntime ops around its partition: the size rule
+    (plugin.TINY_MACS, tested on its own) would send the partition back to onnxruntime."""
+    monkeypatch.setattr(plugin, "TINY_MACS", 0)

@@ -5,7 +5,8 @@ kernel is named by its composite, e.g. ``dnnl.conv2d_bias_relu``), ``arg_nodes``
 nodes, in signature order) and ``heads`` (the output nodes, in order). Every node has one output;
 a kernel's ``inputs`` are node ids (``-1`` for an absent optional input).
 
-Lowering (``byoc_dnnl.lowering``) works on ONNX nodes, then a fusion pass
+Lowering (``byoc_dnnl.lowering``, each op and composite by its entry in ``byoc_dnnl.kinds``)
+works on ONNX nodes, then a fusion pass
 (``byoc_dnnl.fusion``) folds BatchNormalization and per-channel scale/shift into convolution and
 matmul weights and turns the activations, residual additions and per-channel operations that
 follow a kernel into oneDNN post-ops.
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 from byoc import NodesRefused, Partition
 
-from byoc_dnnl import host
+from byoc_dnnl import host, kinds
 from byoc_dnnl.fusion import Fuser
 from byoc_dnnl.lowering import Lowering
 
@@ -55,7 +56,7 @@ class Artifact:
 
 def codegen(partition: Partition, fuse: bool = True) -> Artifact:
     """Lower, fuse and serialize one partition."""
-    low = Lowering(partition)
+    low = Lowering(partition, *kinds.lowerings())
     kernels = low.lower()
     if fuse:
         kernels = Fuser(low, set(partition.outputs)).run(kernels)

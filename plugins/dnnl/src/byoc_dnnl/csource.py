@@ -23,7 +23,9 @@ from byoc import ArtifactError, native
 
 from byoc_dnnl import host
 from byoc_dnnl import native as dnnl_native
-from byoc_dnnl.runtime import _params, run_native, threads, validate
+from byoc_dnnl.kinds import BY_NAME, pack
+from byoc_dnnl.kinds.base import Call, dims, f32
+from byoc_dnnl.runtime import run_native, threads, validate
 
 ENTRY = """
 void *{s}_create(const float *const *weights, int nweights, int bf16, int threads,
@@ -67,15 +69,6 @@ def build(source: str, symbol: str) -> native.Library:
 # -- generating C++ -----------------------------------------------------------------------------
 
 
-def _dims(shape: Sequence[int]) -> str:
-    return "{" + ", ".join(str(int(d)) for d in shape) + "}"
-
-
-def _f(x: Any) -> str:
-    """A float32 as an exact C++ literal (hexadecimal)."""
-    return f"{float(np.float32(x)).hex()}f"
-
-
 def _comment(text: str) -> str:
     """Text from the model (node names) made safe for a ``//`` comment."""
     return re.sub(r"[^A-Za-z0-9_.,:;/+=()#\[\] -]", "?", text)[:400]
@@ -107,7 +100,7 @@ class _Writer:
         """``In{dims}`` for a run-time operand, ``In{dims, w[k]}`` for a constant."""
         if i < 0:
             return "In{}"
-        shape = _dims(self.nodes[i]["shape"])
+        shape = dims(self.nodes[i]["shape"])
         if i in self.weight_of:
             return f"In{{{shape}, w[{self.weight_of[i]}]}}"
         return f"In{{{shape}}}"
@@ -121,7 +114,7 @@ class _Writer:
             i = p.get("input", -1)
             alg = p.get("alg", "")
             items.append(
-                f'{{"{p["kind"]}", "{alg}", {_f(p.get("alpha", 0))}, {_f(p.get("beta", 0))}, '
+                f'{{"{p["kind"]}", "{alg}", {f32(p.get("alpha", 0))}, {f32(p.get("beta", 0))}, '
                 f"{self.operand(i)}}}"
             )
             if p["kind"] == "sum" or (i >= 0 and i not in self.weight_of):
@@ -129,60 +122,18 @@ class _Writer:
         return "Posts{" + ", ".join(items) + "}", reads
 
     def make(self, i: int) -> tuple[str, list[int]]:
-        """The kernel library call that makes kernel node ``i``, and its run-time operands."""
+        """The kernel library call that makes kernel node ``i`` (its kind's C writer), and its
+        run-time operands."""
         n = self.nodes[i]
-        kind, a, ins = n["kind"], n["attrs"], n["inputs"]
-        op = [self.operand(v) for v in ins]
-        shape = _dims(n["shape"])
-        if kind in ("conv", "deconv", "matmul", "binary"):
+        kind, ins = BY_NAME[n["kind"]], n["inputs"]
+        if kind.write is None:
+            raise ArtifactError(f"dnnl artifact: C source mode has no kernel for {kind.name!r}")
+        posts, reads = "", self.runtime(ins)
+        if kind.post_ops:
             posts, post_reads = self.posts(n)
-            reads = self.runtime(ins) + post_reads
-            if kind == "matmul":
-                perms = ", ".join(_dims(a.get(k, [])) for k in ("perm_a", "perm_b", "perm_out"))
-                return f"matmul(c, {op[0]}, {op[1]}, {op[2]}, {shape}, {posts}, {perms})", reads
-            if kind == "binary":
-                return f'binary(c, "{a["alg"]}", {op[0]}, {op[1]}, {posts})', reads
-            geometry = ", ".join(
-                _dims(a[k]) for k in ("strides", "dilations", "pads_begin", "pads_end")
-            )
-            deconv = "true" if kind == "deconv" else "false"
-            return (
-                f"conv(c, {deconv}, {op[0]}, {op[1]}, {op[2]}, {shape}, {geometry}, {posts})",
-                reads,
-            )
-        reads = self.runtime(ins)
-        if kind == "eltwise":
-            return f'eltwise(c, "{a["alg"]}", {_f(a["alpha"])}, {_f(a["beta"])}, {op[0]})', reads
-        if kind == "pool":
-            geometry = ", ".join(
-                _dims(a[k]) for k in ("kernel", "strides", "dilations", "pads_begin", "pads_end")
-            )
-            return f'pool(c, "{a["alg"]}", {op[0]}, {shape}, {geometry})', reads
-        if kind == "reduce":
-            return f'reduce(c, "{a["alg"]}", {op[0]}, {shape})', reads
-        if kind == "resample":
-            return f'resample(c, "{a["alg"]}", {op[0]}, {shape})', reads
-        if kind == "lrn":
-            params = ", ".join(_f(a[k]) for k in ("alpha", "beta", "bias"))
-            return f"lrn(c, {int(a['size'])}, {params}, {op[0]})", reads
-        if kind == "softmax":
-            return f"softmax(c, {int(a['axis'])}, {op[0]})", reads
-        if kind == "layernorm":
-            return f"layernorm(c, {_f(a['epsilon'])}, {op[0]}, {op[1]}, {op[2]})", reads
-        if kind == "batchnorm":
-            return f"batchnorm(c, {_f(a['epsilon'])}, {', '.join(op)})", reads
-        if kind == "concat":
-            return f"concat(c, {int(a['axis'])}, {{{', '.join(op)}}}, {shape})", reads
-        if kind == "erf":
-            return f"erf(c, {op[0]})", reads
-        if kind == "slice":
-            steps = _dims(a.get("steps", [1] * len(a["offsets"])))
-            return f"slice(c, {_dims(a['offsets'])}, {steps}, {op[0]}, {shape})", reads
-        if kind == "transpose":
-            return f"transpose(c, {_dims(a['perm'])}, {op[0]})", reads
-        if kind == "shuffle":
-            return f"shuffle(c, {int(a['groups'])}, {op[0]})", reads
-        raise ArtifactError(f"dnnl artifact: C source mode has no kernel for {kind!r}")
+            reads += post_reads
+        operands = [self.operand(v) for v in ins]
+        return kind.write(Call(n["attrs"], operands, dims(n["shape"]), posts)), reads
 
     def plan_buffers(self, reads: dict[int, list[int]]) -> tuple[dict[int, int], int]:
         """Arena offsets of the kernels' outputs that are not partition outputs, reusing a
@@ -349,7 +300,7 @@ def generate(graph: dict[str, Any], weights: Mapping[str, np.ndarray]) -> str:
     ids = {i: i for i in range(len(nodes))}
     for i, n in enumerate(nodes):
         if n["op"] == "kernel":
-            _params(i, n, ids)
+            pack(i, n, ids)
     members = {
         i: _comment(f"{n['name']}: {', '.join(n.get('members', [])) or '-'}")
         for i, n in enumerate(nodes)

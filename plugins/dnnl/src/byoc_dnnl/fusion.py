@@ -8,9 +8,9 @@ from typing import Any
 
 import numpy as np
 
+from byoc_dnnl.kinds import FUSES
 from byoc_dnnl.lowering import MAX_POST_OPS, Kernel, Lowering, readers, reciprocal
 from byoc_dnnl.lut import quantize_first, tables
-from byoc_dnnl.ops import FUSES
 
 
 class Fuser:

@@ -22,7 +22,7 @@ from typing import Any
 
 from byoc import native
 
-from byoc_dnnl import ops
+from byoc_dnnl import kinds, ops
 
 # The shim's C API. Only ints, floats and pointers: nothing of oneDNN crosses this line.
 CDEF = """
@@ -89,10 +89,10 @@ def onednn_version(prefix: Path) -> str:
 
 def source(name: str) -> str:
     """One of the plugin's C++ files (``shim.cpp``, ``kernels.cpp``) behind the generated
-    ``ops.header()`` (its ids and algorithms); ``#line`` keeps the compiler's messages on the
-    file's own lines."""
+    ``ops.header()`` (its ids and algorithms: ops.py's and the kinds table's); ``#line`` keeps
+    the compiler's messages on the file's own lines."""
     text = resources.files("byoc_dnnl").joinpath(name).read_text()
-    return f'{ops.header()}#line 1 "{name}"\n{text}'
+    return f'{ops.header(kinds.NAMES)}#line 1 "{name}"\n{text}'
 
 
 def _package() -> Path:
@@ -110,8 +110,10 @@ def build_id() -> str:
     """What decides the native code's speed besides byoc-dnnl's version: the plugin's C++ files,
     the Python that lowers and fuses the graph, and the oneDNN they link (measured placement's
     cache key: a rebuilt plugin is timed again)."""
-    files = sorted([*_package().glob("*.[ch]*"), *_package().glob("*.py")])
-    digest = hashlib.sha256(b"".join(f.read_bytes() for f in files) + ops.header().encode())
+    files = sorted([*_package().glob("*.[ch]*"), *_package().glob("**/*.py")])
+    digest = hashlib.sha256(
+        b"".join(f.read_bytes() for f in files) + ops.header(kinds.NAMES).encode()
+    )
     try:
         digest.update(str(onednn_prefix()).encode())
         digest.update(onednn_version(onednn_prefix()).encode())

@@ -11,7 +11,7 @@ import byoc
 import numpy as np
 from byoc import ArtifactError, NodeView, Partition, native
 
-from byoc_dnnl import annotate, csource
+from byoc_dnnl import annotate, csource, kinds
 from byoc_dnnl import native as dnnl_native
 from byoc_dnnl.codegen import Artifact, codegen
 from byoc_dnnl.host import CONST_DTYPES
@@ -135,12 +135,12 @@ def byoc_register_backends(register: Any) -> None:
 
 @byoc.hookimpl
 def byoc_supported_ops(backend: str, config: Mapping[str, Any]) -> dict[str, Any] | None:
-    return annotate.supported_ops(config)
+    return kinds.supported_ops(config)
 
 
 @byoc.hookimpl
 def byoc_pattern_table(backend: str, config: Mapping[str, Any]) -> list[Any] | None:
-    return annotate.pattern_table(config)
+    return kinds.pattern_table(config)
 
 
 @byoc.hookimpl

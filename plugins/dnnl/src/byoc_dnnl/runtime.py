@@ -14,35 +14,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-from byoc import ArtifactError, InputError
+from byoc import InputError
 
-from byoc_dnnl import host, native
+from byoc_dnnl import host, kinds, native
 from byoc_dnnl.codegen import FORMAT, FORMAT_HOST, Artifact
-from byoc_dnnl.ops import ALG_IDS, DST_TYPES, FUSES, OP_IDS, POST_IDS, RNN_IDS
+from byoc_dnnl.kinds.base import bad, ints
 
 _MAX_ELEMENTS = 1 << 34
-
-
-def _bad(msg: str) -> ArtifactError:
-    return ArtifactError(f"dnnl artifact: {msg}")
-
-
-def _ints(value: Any, what: str, n: int | None = None, lo: int = 0) -> list[int]:
-    if not isinstance(value, list) or not all(
-        isinstance(v, int) and not isinstance(v, bool) for v in value
-    ):
-        raise _bad(f"{what} must be a list of integers, got {value!r:.80}")
-    if n is not None and len(value) != n:
-        raise _bad(f"{what} must have {n} entries, got {len(value)}")
-    if any(v < lo or v > 1 << 31 for v in value):
-        raise _bad(f"{what} has a value out of range: {value}")
-    return value
-
-
-def _number(value: Any, what: str) -> float:
-    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
-        raise _bad(f"{what} must be a finite number, got {value!r:.40}")
-    return float(value)
 
 
 def validate(graph: Any, weights: Mapping[str, np.ndarray]) -> None:
@@ -52,84 +30,53 @@ def validate(graph: Any, weights: Mapping[str, np.ndarray]) -> None:
     would make it read memory it does not own: references, shapes, constant sizes.
     """
     if not isinstance(graph, dict) or graph.get("format") not in (FORMAT, FORMAT_HOST):
-        raise _bad(f"not a {FORMAT} or {FORMAT_HOST} graph")
+        raise bad(f"not a {FORMAT} or {FORMAT_HOST} graph")
     nodes = graph.get("nodes")
     if not isinstance(nodes, list) or not nodes:
-        raise _bad("'nodes' must be a non-empty list")
+        raise bad("'nodes' must be a non-empty list")
     for i, node in enumerate(nodes):
         if not isinstance(node, dict):
-            raise _bad(f"node {i} is not an object")
-        shape = _ints(node.get("shape"), f"node {i} shape", lo=1)
+            raise bad(f"node {i} is not an object")
+        shape = ints(node.get("shape"), f"node {i} shape", lo=1)
         if not 1 <= len(shape) <= 6 or math.prod(shape) > _MAX_ELEMENTS:
-            raise _bad(f"node {i} has an unsupported shape {shape}")
+            raise bad(f"node {i} has an unsupported shape {shape}")
         op = node.get("op")
         if op == "const":
             value = weights.get(node.get("name"))  # type: ignore[arg-type]
             if value is None:
-                raise _bad(f"node {i}: constant {node.get('name')!r} has no weights")
+                raise bad(f"node {i}: constant {node.get('name')!r} has no weights")
             want = host.dtype(node)
             if (
                 want not in host.CONST_DTYPES
                 or value.dtype != want
                 or value.size != math.prod(shape)
             ):
-                raise _bad(
+                raise bad(
                     f"node {i}: constant {node.get('name')!r} does not have "
                     f"{math.prod(shape)} {want} values"
                 )
         elif op == "kernel":
-            _validate_kernel(i, node)
+            kinds.validate_kernel(i, node)
             reads = [v for v in node["inputs"] if v >= 0]
             reads += [p["input"] for p in node.get("post_ops", []) if "input" in p]
             if any(host.dtype(nodes[v]) != "float32" for v in reads):
-                raise _bad(f"node {i}: a kernel reads an integer tensor")
+                raise bad(f"node {i}: a kernel reads an integer tensor")
         elif op == "host":
             host.validate_host(i, node, nodes)
         elif op != "input" or host.dtype(node) not in host.DTYPES:
-            raise _bad(f"node {i} has unknown op {op!r} or dtype {node.get('dtype')!r}")
-    args = _ints(graph.get("arg_nodes"), "arg_nodes")
-    heads = _ints(graph.get("heads"), "heads")
+            raise bad(f"node {i} has unknown op {op!r} or dtype {node.get('dtype')!r}")
+    args = ints(graph.get("arg_nodes"), "arg_nodes")
+    heads = ints(graph.get("heads"), "heads")
     if any(a >= len(nodes) or nodes[a].get("op") != "input" for a in args):
-        raise _bad("arg_nodes must name input nodes")
+        raise bad("arg_nodes must name input nodes")
     if sorted(args) != [i for i, n in enumerate(nodes) if n.get("op") == "input"]:
-        raise _bad("arg_nodes must list every input node once")
+        raise bad("arg_nodes must list every input node once")
     if any(h >= len(nodes) or nodes[h].get("op") not in ("kernel", "host") for h in heads):
-        raise _bad("heads must name kernel or host nodes")
+        raise bad("heads must name kernel or host nodes")
     if not any(nodes[h]["op"] == "kernel" for h in heads) and not host.after_kernels(nodes):
-        raise _bad("heads must name a kernel node, or a host node that reads one")
+        raise bad("heads must name a kernel node, or a host node that reads one")
     if len(set(heads)) != len(heads):
-        raise _bad("heads names a node twice")
-
-
-def _validate_kernel(i: int, node: dict[str, Any]) -> None:
-    kind = node.get("kind")
-    if kind not in OP_IDS:
-        raise _bad(f"node {i} has unknown kernel kind {kind!r}")
-    inputs = node.get("inputs")
-    if not isinstance(inputs, list) or not all(isinstance(v, int) for v in inputs):
-        raise _bad(f"node {i}: inputs must be a list of node ids")
-    if any(v < -1 or v >= i for v in inputs):
-        raise _bad(f"node {i} reads a node that does not come before it")
-    attrs = node.get("attrs")
-    if not isinstance(attrs, dict):
-        raise _bad(f"node {i}: attrs must be an object")
-    for key in ("perm_a", "perm_b", "perm_out") if kind == "matmul" else ():
-        if key in attrs:  # a transpose read or written through (the shim checks it permutes)
-            _ints(attrs[key], f"node {i} {key}", len(node["shape"]))
-    posts = node.get("post_ops", [])
-    if not isinstance(posts, list) or len(posts) > 16:
-        raise _bad(f"node {i}: post_ops must be a list (at most 16)")
-    for p in posts:
-        if not isinstance(p, dict) or p.get("kind") not in POST_IDS:
-            raise _bad(f"node {i}: bad post-op {p!r:.80}")
-        if p["kind"] != "eltwise" and (
-            not isinstance(p.get("input"), int) or not 0 <= p["input"] < i
-        ):
-            raise _bad(f"node {i}: a post-op reads a node that does not come before it")
-        if p["kind"] == "eltwise" and p.get("alg") not in ALG_IDS["eltwise"]:
-            raise _bad(f"node {i}: unknown eltwise algorithm {p.get('alg')!r}")
-        if p["kind"] == "binary" and p.get("alg") not in ALG_IDS["binary"]:
-            raise _bad(f"node {i}: unknown binary algorithm {p.get('alg')!r}")
+        raise bad("heads names a node twice")
 
 
 class Runtime:
@@ -139,7 +86,7 @@ class Runtime:
         try:
             graph = artifact.graph
         except ValueError as exc:
-            raise _bad(f"the JSON graph does not parse: {exc}") from None
+            raise bad(f"the JSON graph does not parse: {exc}") from None
         validate(graph, artifact.weights)
         graph, self._host = host.split(graph, artifact.weights)
         self.symbol = str(graph.get("symbol", "dnnl"))
@@ -150,7 +97,7 @@ class Runtime:
         bf16 = 1 if config.get("fpmath", "strict") == "bf16" else 0
         net = lib.bd_create(bf16, self.threads, err, 512)
         if net == self._ffi.NULL:
-            raise _bad(self._ffi.string(err).decode())
+            raise bad(self._ffi.string(err).decode())
         self._net = self._ffi.gc(net, lib.bd_destroy)
         self._keep: list[Any] = []
         nodes = graph["nodes"]
@@ -174,7 +121,7 @@ class Runtime:
     def _check(self, status: int, where: str) -> None:
         if status < 0:
             msg = self._ffi.string(self._lib.bd_error(self._net)).decode(errors="replace")
-            raise _bad(f"{self.symbol}: {where}: oneDNN refused it: {msg}")
+            raise bad(f"{self.symbol}: {where}: oneDNN refused it: {msg}")
 
     def _add(
         self, i: int, node: dict[str, Any], ids: dict[int, int], weights: Mapping[str, np.ndarray]
@@ -190,10 +137,10 @@ class Runtime:
         tid = lib.bd_tensor(self._net, len(node["shape"]), dims)
         self._check(tid, f"node {i}")
         ins = [ids[v] if v >= 0 else -1 for v in node["inputs"]]
-        ip, fp = _params(i, node, ids)
+        ip, fp = kinds.pack(i, node, ids)
         status = lib.bd_op(
             self._net,
-            OP_IDS[node["kind"]],
+            kinds.BY_NAME[node["kind"]].id,
             len(ins),
             ffi.new("int[]", ins),
             tid,
@@ -288,95 +235,3 @@ def threads(config: Mapping[str, Any]) -> int:
         return int(config["threads"])
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return max(1, cores or 1)
-
-
-def _alg(i: int, kind: str, attrs: dict[str, Any], key: str = "alg") -> int:
-    """The shim's id of a kernel's ``alg`` attribute (or an rnn's ``cell`` or ``direction``:
-    ops.py's tables), or ArtifactError."""
-    table, what = (ALG_IDS[kind], "algorithm") if key == "alg" else (RNN_IDS[key], key)
-    alg = table.get(attrs[key])
-    if alg is None:
-        raise _bad(f"node {i}: unknown {kind} {what} {attrs[key]!r}")
-    return alg
-
-
-def _dst(i: int, attrs: dict[str, Any]) -> int:
-    """The shim's code of a kernel's ``dst`` type (ops.py's DST_TYPES), or ArtifactError."""
-    dst = attrs.get("dst", "float32")
-    if dst not in DST_TYPES:
-        raise _bad(f"node {i}: unknown destination type {dst!r}")
-    return DST_TYPES.index(dst)
-
-
-def _static_source(i: int, a: dict[str, Any], ip: list[int], fp: list[float]) -> None:
-    """An int8 layer's static source and output type (a flag and the type's code; the source's
-    scale and zero point), appended when it has either: artifacts before them have neither."""
-    if "src_scale" in a or "dst" in a:
-        ip += [int("src_scale" in a), _dst(i, a)]
-    if "src_scale" in a:
-        fp += [_number(a["src_scale"], "src_scale"), _number(a["src_zero_point"], "src_zero_point")]
-
-
-def _params(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int], list[float]]:
-    """The shim's integer and float parameters of a kernel node (see shim.cpp)."""
-    a, kind = node["attrs"], node["kind"]
-    fused = kind in FUSES
-    if node["post_ops"] and not fused:
-        raise _bad(f"node {i}: a {kind} kernel takes no post-ops")
-    ip: list[int] = [len(node["post_ops"])] if fused else []
-    fp: list[float] = []
-    for p in node["post_ops"]:
-        alg = ALG_IDS.get(p["kind"], {}).get(p.get("alg"), 0)
-        ip += [POST_IDS[p["kind"]], alg, ids[p["input"]] if "input" in p else -1]
-        fp += [
-            _number(p.get("alpha", 0.0), f"node {i} alpha"),
-            _number(p.get("beta", 0.0), f"node {i} beta"),
-        ]
-    nd = len(node["shape"]) - 2
-    try:
-        if kind in ("conv", "deconv", "qconv"):
-            ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
-            ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
-            if kind == "qconv":
-                ip += _ints([a.get("int_bias", 0)], "int_bias", 1)
-                _static_source(i, a, ip, fp)
-        elif kind == "pool":
-            ip += [_alg(i, "pool", a), *_ints(a["kernel"], "kernel", nd, 1)]
-            ip += _ints(a["strides"], "strides", nd, 1) + _ints(a["dilations"], "dilations", nd)
-            ip += _ints(a["pads_begin"], "pads", nd) + _ints(a["pads_end"], "pads", nd, -(1 << 31))
-        elif kind == "qmatmul":
-            _static_source(i, a, ip, fp)
-        elif kind == "binary":
-            ip.append(_alg(i, "binary", a))
-            if "dst" in a:
-                ip.append(_dst(i, a))
-        elif kind == "matmul":  # operands read, and a destination written, through a transpose
-            for key in ("perm_a", "perm_b", "perm_out"):
-                ip += [len(a.get(key, [])), *a.get(key, [])]  # checked by _validate_kernel
-        elif kind in ("resample", "reduce"):
-            ip = [_alg(i, kind, a)]
-        elif kind == "eltwise":
-            ip = [_alg(i, "eltwise", a)]
-            fp = [_number(a["alpha"], "alpha"), _number(a["beta"], "beta")]
-        elif kind in ("softmax", "concat"):
-            ip = _ints([a["axis"]], "axis")
-        elif kind in ("layernorm", "batchnorm"):
-            fp = [_number(a["epsilon"], "epsilon")]
-        elif kind == "lrn":
-            ip = _ints([a["size"]], "size", lo=1)
-            fp = [_number(a[k], k) for k in ("alpha", "beta", "bias")]
-        elif kind == "shuffle":
-            ip = _ints([a["groups"]], "groups", lo=1)
-        elif kind == "transpose":
-            ip = _ints(a["perm"], "perm", len(node["shape"]))
-        elif kind == "lut":
-            ip = [_dst(i, a)]
-        elif kind == "rnn":
-            ip = [_alg(i, kind, a, "cell"), _alg(i, kind, a, "direction")]
-        elif kind == "slice":  # steps: artifacts before Slice had steps have none
-            rank = len(node["shape"])
-            steps = a.get("steps", [1] * rank)
-            ip = [*_ints(a["offsets"], "offsets", rank), *_ints(steps, "steps", rank, 1)]
-    except (KeyError, TypeError) as exc:
-        raise _bad(f"node {i} ({kind}) lacks attribute {exc}") from None
-    return ip, fp

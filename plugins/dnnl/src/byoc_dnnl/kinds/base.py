@@ -1,0 +1,170 @@
+"""What a table entry is made of (``Op``, ``Composite``, ``Kind``), and the helpers the entries
+share to pack and check a kernel's parameters and to write its C++ call."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from byoc import ArtifactError, NodeView
+from byoc.patterns import Match, Pattern
+
+from byoc_dnnl.ops import ALG_IDS, DST_TYPES, RNN_IDS
+
+if TYPE_CHECKING:
+    from byoc.plan import Composite as Found
+
+    from byoc_dnnl.lowering import Lowering
+
+Check = Callable[[NodeView], str | None]
+MatchCheck = Callable[[Match], str | None]
+Lower = Callable[["Lowering", NodeView], None]
+LowerComposite = Callable[["Lowering", "Found", list[NodeView]], None]
+Params = Callable[[int, dict[str, Any]], tuple[list[int], list[float]]]
+Writer = Callable[["Call"], str]
+
+
+@dataclass(frozen=True)
+class Op:
+    """An ONNX op type the backend claims: its support check and its lowering into kernels.
+
+    ``typed``: the check runs after annotate's shared ones (float32 of a static shape, no QDQ
+    group onnxruntime runs in int8); ``on_integers``: on an integer tensor, annotate's host
+    check instead (a view of token ids); ``json_only``: claimed with ``codegen = "json"`` only;
+    ``c_check``: the check with ``codegen = "c"`` when it differs."""
+
+    check: Check
+    lower: Lower
+    typed: bool = True
+    on_integers: bool = False
+    json_only: bool = False
+    c_check: Check | None = None
+
+
+@dataclass(frozen=True)
+class Composite:
+    """A composite pattern (``dnnl.<name>``): its patterns, most specific first, its check and
+    its lowering. ``lower`` None: each member is lowered as a single op (the fusion pass makes
+    one kernel of them). ``members``: the check ends by asking every member's single-op check
+    (annotate.members_ok)."""
+
+    name: str
+    patterns: Sequence[Pattern]
+    check: MatchCheck | None = None
+    lower: LowerComposite | None = None
+    members: bool = True
+    json_only: bool = False
+
+
+@dataclass(frozen=True)
+class Call:
+    """A kernel node as the C writer sees it: its attributes, its operands (``In{dims}``, or
+    ``In{dims, w[k]}`` for a weight), its output's dims and its post-ops (``Posts{...}``, for
+    kinds that take them)."""
+
+    attrs: dict[str, Any]
+    operands: list[str]
+    shape: str
+    posts: str = ""
+
+
+def accept(node: NodeView) -> str | None:
+    """The check of an op whose every instance the shared checks let through."""
+    return None
+
+
+def no_params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
+    return [], []
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kernel kind of the JSON graph (``ops`` are the ONNX ops lowered into it).
+
+    ``id``: the shim's id (``OP_<NAME>`` in ops.header(); never reuse one). ``params``: the
+    shim's integer and float parameters of a kernel node, checked (ArtifactError when an
+    attribute is wrong; a missing one is reported by the caller). ``validate``: checks the
+    JSON graph's structure needs before any parameter is read (a graph is loaded). ``write``:
+    the C source mode's call into the kernel library (kernels.cpp); None: JSON mode only.
+    ``post_ops``: its kernels take post-ops (fusion.py fuses into them)."""
+
+    name: str
+    id: int
+    params: Params = no_params
+    validate: Callable[[int, dict[str, Any]], None] | None = None
+    write: Writer | None = None
+    post_ops: bool = False
+
+
+@dataclass(frozen=True)
+class Family:
+    """One module's table: its kernel kinds, the ONNX ops it claims, its composites."""
+
+    kinds: Sequence[Kind] = ()
+    ops: dict[str, Op] = field(default_factory=dict)
+    composites: Sequence[Composite] = ()
+
+
+# -- packing and checking parameters ----------------------------------------------------------
+
+
+def bad(msg: str) -> ArtifactError:
+    return ArtifactError(f"dnnl artifact: {msg}")
+
+
+def ints(value: Any, what: str, n: int | None = None, lo: int = 0) -> list[int]:
+    if not isinstance(value, list) or not all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value
+    ):
+        raise bad(f"{what} must be a list of integers, got {value!r:.80}")
+    if n is not None and len(value) != n:
+        raise bad(f"{what} must have {n} entries, got {len(value)}")
+    if any(v < lo or v > 1 << 31 for v in value):
+        raise bad(f"{what} has a value out of range: {value}")
+    return value
+
+
+def number(value: Any, what: str) -> float:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value):
+        raise bad(f"{what} must be a finite number, got {value!r:.40}")
+    return float(value)
+
+
+def alg_id(i: int, kind: str, attrs: dict[str, Any], key: str = "alg") -> int:
+    """The shim's id of a kernel's ``alg`` attribute (or an rnn's ``cell`` or ``direction``:
+    ops.py's tables), or ArtifactError."""
+    table, what = (ALG_IDS[kind], "algorithm") if key == "alg" else (RNN_IDS[key], key)
+    found = table.get(attrs[key])
+    if found is None:
+        raise bad(f"node {i}: unknown {kind} {what} {attrs[key]!r}")
+    return found
+
+
+def dst(i: int, attrs: dict[str, Any]) -> int:
+    """The shim's code of a kernel's ``dst`` type (ops.py's DST_TYPES), or ArtifactError."""
+    value = attrs.get("dst", "float32")
+    if value not in DST_TYPES:
+        raise bad(f"node {i}: unknown destination type {value!r}")
+    return DST_TYPES.index(value)
+
+
+def window(a: dict[str, Any], nd: int) -> list[int]:
+    """A convolution's or pooling's strides, dilations and pads, begin then end (the end may
+    be negative: a ConvTranspose's output padding)."""
+    found = ints(a["strides"], "strides", nd, 1) + ints(a["dilations"], "dilations", nd)
+    return found + ints(a["pads_begin"], "pads", nd) + ints(a["pads_end"], "pads", nd, -(1 << 31))
+
+
+# -- writing C++ --------------------------------------------------------------------------------
+
+
+def dims(shape: Sequence[int]) -> str:
+    return "{" + ", ".join(str(int(d)) for d in shape) + "}"
+
+
+def f32(x: Any) -> str:
+    """A float32 as an exact C++ literal (hexadecimal)."""
+    return f"{float(np.float32(x)).hex()}f"

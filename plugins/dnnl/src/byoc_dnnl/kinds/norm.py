@@ -1,0 +1,226 @@
+"""Normalization kinds: ``softmax``, ``layernorm`` (LayerNormalization, and as exporters
+before opset 17 spell it in basic ops), ``batchnorm`` (standalone; after a convolution the
+fusion pass folds it into the weights) and ``lrn``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from byoc import NodeView
+from byoc.patterns import Match, Pattern, const, op, wildcard
+from byoc.plan import Composite as Found
+
+from byoc_dnnl.annotate import constant, in_qdq_group, rank_of, static_f32
+from byoc_dnnl.kinds.base import Call, Composite, Family, Kind, Op, accept, f32, ints, number
+from byoc_dnnl.kinds.pool import reduce_axes
+from byoc_dnnl.lowering import Lowering
+
+
+def _batchnorm(node: NodeView) -> str | None:
+    if node.attrs.get("training_mode", 0) or len([o for o in node.outputs if o]) > 1:
+        return "only inference-mode BatchNormalization (one output) is supported"
+    if any(node.const(i) is None for i in range(1, 5)):
+        return "scale, bias, mean and var must be constants"
+    if rank_of(node) < 2:
+        return "BatchNormalization needs rank >= 2"
+    return None
+
+
+def _layernorm_rank(rank: int) -> str | None:
+    return None if 2 <= rank <= 5 else "oneDNN's layer normalization needs rank 2 to 5"
+
+
+def _layernorm(node: NodeView) -> str | None:
+    rank = rank_of(node)
+    if reason := _layernorm_rank(rank):
+        return reason
+    axis = node.attrs.get("axis", -1)
+    if axis not in (-1, rank - 1):
+        return f"LayerNormalization over axis {axis} is not supported (only the last axis)"
+    if len([o for o in node.outputs if o]) > 1:
+        return "LayerNormalization with Mean/InvStdDev outputs is not supported"
+    for i in (1, 2):
+        if i < len(node.inputs) and node.inputs[i] and constant(node, i) is None:
+            return "scale and bias must be constants"
+    return None
+
+
+def _lrn(node: NodeView) -> str | None:
+    if not 3 <= rank_of(node) <= 5:
+        return "LRN needs rank 3 to 5"
+    size = node.attrs.get("size", 0)
+    if size < 1 or size % 2 == 0:
+        return f"LRN of size {size}: oneDNN's window is centred, so only odd sizes"
+    return None
+
+
+def _layernorm_spelled(x: Pattern) -> tuple[Pattern, Pattern, Pattern]:
+    """LayerNormalization in basic ops, as exporters before opset 17 write it: ``d = x -
+    mean(x)``, ``d / sqrt(mean(d^2) + eps)``, then ``* gamma + beta``; most specific first:
+    with beta (and gamma, or not), with gamma only, bare. The means are ReduceMeans (axes an
+    attribute, or an input from opset 18)."""
+
+    def mean(v: Pattern) -> Pattern:
+        return op("ReduceMean", v) | op("ReduceMean", v, const())
+
+    d = op("Sub", x, mean(x)).named("d")
+    square = op("Pow", wildcard("d"), const(value=2.0)) | op("Mul", wildcard("d"), wildcard("d"))
+    std = op("Sqrt", op("Add", mean(square), const("eps"), commutative=True))
+    norm = op("Div", d, std)
+    scaled = op("Mul", norm, const("gamma"), commutative=True)
+    return op("Add", scaled | norm, const("beta"), commutative=True), scaled, norm
+
+
+def _layernorm_check(match: Match) -> str | None:
+    """Both means are over the last axis alone, keeping it; epsilon is one number; gamma and
+    beta vary along the last axis only (oneDNN's layer_normalization, per-channel scale and
+    shift)."""
+    sub = match.producer("d")  # reads x
+    reason = static_f32(sub) or in_qdq_group(sub) or static_f32(match.root)
+    rank = rank_of(sub)
+    if reason := reason or _layernorm_rank(rank):
+        return reason
+    channels = int(sub.input_type(0).shape[-1])  # type: ignore[union-attr,index]
+    for m in match.nodes:
+        if m.op_type != "ReduceMean":
+            continue
+        if reduce_axes(m) != [rank - 1]:
+            return "a mean over other axes than the last"
+        if m.attrs.get("keepdims", 1) != 1:
+            return "a mean that drops the axis"
+    if np.asarray(match.constant("eps")).size != 1:
+        return "epsilon is not one number"
+    for name in ("gamma", "beta"):
+        c = match.constant(name) if name in match.bound else None
+        along_last = c is not None and (c.size == 1 or c.shape[-1:] == (c.size,) == (channels,))
+        if c is not None and (c.ndim > rank or not along_last):
+            return f"{name} varies along other axes than the last"
+    return None
+
+
+def _lower_softmax(low: Lowering, node: NodeView) -> None:
+    x, y = node.inputs[0], node.outputs[0]
+    shape = low.shape(x)
+    axis = int(node.attrs.get("axis", -1 if low.opset >= 13 else 1)) % len(shape)
+    if low.opset >= 13 or axis == len(shape) - 1:
+        low.emit("softmax", [x], y, node, axis=axis)
+        return
+    flat = (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
+    n = low.counter()
+    x2, y2 = f"{x}:2d{n}", f"{y}:2d{n}"
+    low.shapes[x2] = low.shapes[y2] = flat
+    low.emit("view", [x], x2, node)
+    low.emit("softmax", [x2], y2, node, axis=1)
+    low.emit("view", [y2], y, node)
+
+
+def _lower_layernorm(low: Lowering, node: NodeView) -> None:
+    bias = node.inputs[2] if len(node.inputs) > 2 and node.inputs[2] else None
+    eps = float(node.attrs.get("epsilon", 1e-5))
+    _layernorm_kernel(low, node.inputs[0], node.outputs[0], node.inputs[1], bias, eps, node)
+
+
+def _layernorm_kernel(
+    low: Lowering, x: str, y: str, scale: str | None, shift: str | None, eps: float, node: NodeView
+) -> None:
+    """y = (x - mean) / sqrt(var + eps) * scale + shift over the last axis; the constant
+    scale and shift (ones and zeros when absent) as vectors along it."""
+    c = low.shape(x)[-1]
+    vectors = [
+        low.new_const(f"{y}:{what}", np.broadcast_to(np.reshape(low.const(v), -1), c))
+        if v
+        else low.new_const(f"{y}:{what}", np.full(c, fill))
+        for v, what, fill in ((scale, "scale", 1.0), (shift, "shift", 0.0))
+    ]
+    low.emit("layernorm", [x, *vectors], y, node, epsilon=eps)
+
+
+def _lower_spelled(low: Lowering, comp: Found, members: list[NodeView]) -> None:
+    b = comp.bound
+    eps = float(np.asarray(low.const(b["eps"])).reshape(-1)[0])
+    x, root = b["x"], members[-1]
+    _layernorm_kernel(low, x, root.outputs[0], b.get("gamma"), b.get("beta"), eps, root)
+    low.kernels[-1].members = [m.name for m in members]
+
+
+def _lower_batchnorm(low: Lowering, node: NodeView) -> None:
+    x, scale, shift, mean, var = node.inputs[:5]
+    names = [low.new_const(n, low.const(n).reshape(-1)) for n in (mean, var, scale, shift)]  # type: ignore[union-attr]
+    low.emit(
+        "batchnorm",
+        [x, *names],
+        node.outputs[0],
+        node,
+        epsilon=float(node.attrs.get("epsilon", 1e-5)),
+    )
+
+
+def _lower_lrn(low: Lowering, node: NodeView) -> None:
+    a = node.attrs
+    low.emit(
+        "lrn",
+        [node.inputs[0]],
+        node.outputs[0],
+        node,
+        size=int(a["size"]),
+        alpha=float(a.get("alpha", 1e-4)),
+        beta=float(a.get("beta", 0.75)),
+        bias=float(a.get("bias", 1.0)),
+    )
+
+
+def _softmax_params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
+    return ints([node["attrs"]["axis"]], "axis"), []
+
+
+def _epsilon(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
+    return [], [number(node["attrs"]["epsilon"], "epsilon")]
+
+
+def _lrn_params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
+    a = node["attrs"]
+    return ints([a["size"]], "size", lo=1), [number(a[k], k) for k in ("alpha", "beta", "bias")]
+
+
+def _write_softmax(c: Call) -> str:
+    return f"softmax(c, {int(c.attrs['axis'])}, {c.operands[0]})"
+
+
+def _write_layernorm(c: Call) -> str:
+    op = c.operands
+    return f"layernorm(c, {f32(c.attrs['epsilon'])}, {op[0]}, {op[1]}, {op[2]})"
+
+
+def _write_batchnorm(c: Call) -> str:
+    return f"batchnorm(c, {f32(c.attrs['epsilon'])}, {', '.join(c.operands)})"
+
+
+def _write_lrn(c: Call) -> str:
+    params = ", ".join(f32(c.attrs[k]) for k in ("alpha", "beta", "bias"))
+    return f"lrn(c, {int(c.attrs['size'])}, {params}, {c.operands[0]})"
+
+
+FAMILY = Family(
+    kinds=[
+        Kind("softmax", 7, _softmax_params, write=_write_softmax),
+        Kind("layernorm", 8, _epsilon, write=_write_layernorm),
+        Kind("batchnorm", 9, _epsilon, write=_write_batchnorm),
+        Kind("lrn", 14, _lrn_params, write=_write_lrn),
+    ],
+    ops={
+        "BatchNormalization": Op(_batchnorm, _lower_batchnorm),
+        "Softmax": Op(accept, _lower_softmax),
+        "LRN": Op(_lrn, _lower_lrn),
+        "LayerNormalization": Op(_layernorm, _lower_layernorm),
+    },
+    composites=[
+        Composite(
+            "dnnl.layernorm",
+            _layernorm_spelled(wildcard("x")),
+            _layernorm_check,
+            _lower_spelled,
+            members=False,
+        )
+    ],
+)

@@ -1,0 +1,142 @@
+"""dnnl: normalization kinds (softmax, layernorm, batchnorm, lrn)."""
+
+from __future__ import annotations
+
+import byoc
+import numpy as np
+import onnx
+import pytest
+from byoc.testing import assert_matches_onnxruntime
+from byoc.testing.build import make_model, node
+
+from .helpers import (
+    DNNL,
+    MODES,
+    claimed,
+    conv_stem,
+    dnnl_impls,
+    dnnl_kinds,
+    rand,
+    softmax_between_convs,
+)
+
+
+def test_lrn_of_even_size_is_refused_with_reason() -> None:
+    """oneDNN's LRN window is centred; ONNX's reaches one channel further up for even sizes
+    (onnxruntime refuses to run them at all, so this compares nothing)."""
+    nodes, consts = conv_stem()
+    nodes.append(node("LRN", ["h"], "y", size=4))
+    plan = byoc.partition(make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts), DNNL)
+    decision = plan.decisions["y"]
+    assert decision.backend == "onnxruntime"
+    assert "LRN of size 4" in str(decision.refusals), decision.refusals
+
+
+def test_batchnorm_standalone_and_concat() -> None:
+    nodes, consts = conv_stem()
+    consts |= {"s": rand(8), "bb": rand(8), "m": rand(8), "v": np.abs(rand(8)) + 0.5}
+    model = make_model(
+        [
+            *nodes,
+            node("Relu", ["h"], "r"),
+            node("BatchNormalization", ["r", "s", "bb", "m", "v"], "bn"),
+            node("Concat", ["bn", "h"], "y", axis=1),
+        ],
+        {"x": [1, 3, 10, 12]},
+        ["y"],
+        consts,
+    )
+    report = assert_matches_onnxruntime(model, DNNL)
+    claimed(report, "BatchNormalization")
+    claimed(report, "Concat")
+
+
+def test_a_softmax_writes_over_its_source_only_when_nothing_reads_it_later() -> None:
+    """In place when the scores die at the softmax: its arena holds one score tensor less."""
+    arena = []
+    for later in ("x", "s"):
+        nodes = [
+            node("MatMul", ["x", "w"], "s"),
+            node("Softmax", ["s"], "p", axis=-1),
+            node("MatMul", ["p", "w"], "y0"),
+            node("Add", ["y0", later], "y"),
+        ]
+        model = make_model(nodes, {"x": [4, 32, 32]}, ["y"], {"w": rand(32, 32)})
+        config = {**DNNL, "compile": {"placement": "static"}}
+        claimed(assert_matches_onnxruntime(model, config), "Softmax")
+        (step,) = [s for s in byoc.compile(model, config).steps if s.unit.backend == "dnnl"]
+        arena.append(step.runtime.arena_bytes)
+    assert arena[1] - arena[0] == 4 * 32 * 32 * 4
+
+
+def _spelled_layernorm(
+    opset: int, square: str, affine: bool, axis: int = -1, gamma: tuple = (16,)
+) -> onnx.ModelProto:
+    """MatMul -> LayerNormalization spelled in basic ops (as exporters before opset 17 write
+    it) -> MatMul, over [2, 16, 16]."""
+    i64 = np.int64
+    consts = {"w0": rand(16, 16), "w1": rand(16, 8), "two": np.float32(2.0)}
+    consts |= {"eps": np.float32(1e-5), "g": rand(*gamma), "b": rand(1, 16)}
+    axes: dict = {"axes": [axis]} if opset < 18 else {}
+    extra = ["ax"] if opset >= 18 else []
+    if extra:
+        consts["ax"] = np.array([axis], i64)
+    nodes = [
+        node("MatMul", ["x", "w0"], "h"),
+        node("ReduceMean", ["h", *extra], "mean", **axes),
+        node("Sub", ["h", "mean"], "d"),
+        node("Pow", ["d", "two"], "sq") if square == "Pow" else node("Mul", ["d", "d"], "sq"),
+        node("ReduceMean", ["sq", *extra], "var", **axes),
+        node("Add", ["eps", "var"], "ve"),
+        node("Sqrt", ["ve"], "std"),
+        node("Div", ["d", "std"], "n"),
+    ]
+    if affine:
+        nodes += [node("Mul", ["n", "g"], "ng"), node("Add", ["ng", "b"], "ln")]
+    else:
+        nodes += [node("Identity", ["n"], "ln")]
+    nodes += [node("MatMul", ["ln", "w1"], "y")]
+    return make_model(nodes, {"x": [2, 16, 16]}, ["y"], consts, opset=opset)
+
+
+@pytest.mark.parametrize(
+    "opset,square,affine", [(13, "Pow", True), (18, "Mul", True), (13, "Pow", False)]
+)
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_layernorm_spelled_in_basic_ops_is_one_layernorm_kernel(
+    opset: int, square: str, affine: bool, mode: dict
+) -> None:
+    """PP-OCR's SVTR blocks and transformers exported before opset 17 spell LayerNormalization
+    out (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add): it runs as one oneDNN
+    layer normalization, so the model stays one partition."""
+    model = _spelled_layernorm(opset, square, affine)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    ln = {n for n, d in report.plan.decisions.items() if d.composite == "dnnl.layernorm"}
+    assert ln == {"mean", "d", "sq", "var", "ve", "std", "n", *(("ng", "ln") if affine else ())}
+    assert dnnl_kinds(byoc.compile(model, config)) == ["matmul", "layernorm", "matmul"]
+
+
+def test_a_mean_or_gamma_along_another_axis_is_not_a_layernorm() -> None:
+    """A mean over another axis is no layer normalization; a gamma of shape (C, 1) varies
+    along axis -2, so the normalization is one but the Mul stays outside it."""
+    plan = byoc.partition(_spelled_layernorm(13, "Pow", True, axis=1), DNNL)
+    assert "dnnl.layernorm" not in {d.composite for d in plan.decisions.values()}
+    assert "other axes than the last" in str(plan.decisions["n"].refusals), plan.decisions["n"]
+    model = _spelled_layernorm(13, "Pow", True, gamma=(16, 1))
+    report = assert_matches_onnxruntime(model, DNNL)
+    decisions = report.plan.decisions
+    assert decisions["n"].composite == "dnnl.layernorm" and decisions["ng"].composite is None
+    assert "gamma varies along other axes" in str(decisions["ln"].refusals)
+
+
+@pytest.mark.parametrize("axis", [1, 2, 3, -1])
+def test_softmax_on_any_axis_gets_a_fast_kernel(axis: int) -> None:
+    """oneDNN's fast softmax wants the axis innermost; other axes are moved there by a
+    reorder instead of running oneDNN's reference kernel."""
+    model = softmax_between_convs(axis)
+    claimed(assert_matches_onnxruntime(model, DNNL), "Softmax")
+    compiled = byoc.compile(model, {**DNNL, "compile": {"placement": "static"}})
+    softmax = [i for i in dnnl_impls(compiled) if i.startswith("softmax ")]
+    assert softmax and not any(i.split()[1].startswith("ref") for i in softmax), softmax
