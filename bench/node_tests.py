@@ -23,8 +23,8 @@ import byoc
 import numpy as np
 import onnx
 import onnxruntime as ort
-from byoc.patterns import Alt, Op
 from byoc.context import resolve_backends
+from byoc.patterns import Alt, Op
 from byoc.plugins import registry
 from onnx import numpy_helper
 from onnx.backend.test.loader import load_model_tests

@@ -12,6 +12,13 @@ key: every installed backend) and ``none`` (the control: the same work as the ba
 cells show the noise of separate processes), plus the model's ``shapes`` and fixed inputs
 (``compare.inputs``); ``--placement`` adds ``compile.placement``.
 
+Where openvino is importable, each round also runs a third child: plain OpenVINO, the whole
+model read by its ONNX frontend with the model's shapes and compiled for "CPU" with the fp32
+precision hint, the latency hint and as many threads as byoc gives its backends (the cores this
+process may use). It is timed in the same rotation of blocks; the ``ov`` column is its median
+ratio to onnxruntime over the row's cells (< 1: OpenVINO is faster), and the summary gives the
+geometric means of every column.
+
 What it measures, for each (model, config): ``--rounds`` pairs of child processes, both alive at
 once. The onnxruntime child is what a user writes: ``InferenceSession(path,
 providers=["CPUExecutionProvider"])`` with default session options. The byoc child runs
@@ -50,6 +57,7 @@ from zoo_models import zoo
 CONFIGS = {
     "dnnl": ["dnnl"],
     "ccompiler": ["ccompiler"],
+    "openvino": ["openvino"],
     "examplejson": ["examplejson"],
     "all": None,
     "none": [],  # the control: byoc with no backend runs one onnxruntime session, as the baseline
@@ -79,6 +87,8 @@ def child(job: dict[str, Any]) -> int:
 
             def run() -> Any:
                 return session.run(None, feed)
+        elif job["engine"] == "ov":
+            run = plain_openvino(job["path"], job["shapes"], inputs)
         else:
             compiled = byoc.compile(job["path"], job["config"])
             plan = compiled.plan
@@ -116,11 +126,46 @@ def child(job: dict[str, Any]) -> int:
     return 0
 
 
+def plain_openvino(path: str, shapes: dict[str, list[int]], inputs: dict[str, Any]) -> Any:
+    """Plain OpenVINO on the whole model, as its users run it: fp32 and latency hints, the
+    threads byoc gives its backends (one per core this process may use)."""
+    import openvino as ov
+
+    core = ov.Core()
+    model = core.read_model(path)
+    if shapes:
+        model.reshape({name: ov.PartialShape(dims) for name, dims in shapes.items()})
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    compiled = core.compile_model(
+        model,
+        "CPU",
+        {
+            "INFERENCE_PRECISION_HINT": "f32",
+            "PERFORMANCE_HINT": "LATENCY",
+            "INFERENCE_NUM_THREADS": max(1, cores or 1),
+        },
+    )
+    request = compiled.create_infer_request()
+    names = [next(iter(port.get_names())) for port in compiled.inputs]
+    feed = {name: inputs[name] for name in names}
+
+    def run() -> Any:
+        return request.infer(feed)
+
+    return run
+
+
+def has_openvino() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("openvino") is not None
+
+
 class Child:
     """One child process of ``child``, driven line by line over its stdin and stdout."""
 
     def __init__(self, job: dict[str, Any], timeout: float) -> None:
-        self.who = "onnxruntime" if job["engine"] == "ort" else "byoc"
+        self.who = {"ort": "onnxruntime", "ov": "openvino"}.get(job["engine"], "byoc")
         self.timeout = timeout
         self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close())
         cmd = [sys.executable, __file__, "--child", json.dumps(job)]
@@ -194,11 +239,15 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
         "byoc_ms": [],
         "pair_ratios": [],
     }
+    engines = ["ort", "byoc"]
+    if args.openvino:  # plain OpenVINO, timed in the same rotation
+        engines.append("ov")
+        cell.update(ov_ms=[], ov_pair_ratios=[])
     for _ in range(args.rounds):
         children: dict[str, Child] = {}
         try:
             ready = {}
-            for engine in ("ort", "byoc"):  # one at a time: a compile measures on both cores
+            for engine in engines:  # one at a time: a compile measures on both cores
                 children[engine] = Child({**job, "engine": engine}, args.timeout)
                 ready[engine] = children[engine].reply(READY)
             cell.setdefault("compile_s", []).append(ready["byoc"]["load_s"])
@@ -206,19 +255,26 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
             slowest = max(r["warm_ms"] for r in ready.values())
             n = max(1, round(args.block * 1e3 / slowest))
             for block in range(args.blocks):
-                order = ("ort", "byoc") if block % 2 == 0 else ("byoc", "ort")
+                turn = block % len(engines)  # each engine first in turn, the order reversed
+                order = engines[turn:] + engines[:turn]
+                if block % 2:
+                    order.reverse()
                 medians = {}
                 for engine in order:
                     time.sleep(args.gap)  # let the other child's idle threads stop spinning
                     medians[engine] = statistics.median(children[engine].times(n)) * 1e3
                     cell[f"{engine}_ms"].append(medians[engine])
                 cell["pair_ratios"].append(medians["byoc"] / medians["ort"])
+                if "ov" in medians:
+                    cell["ov_pair_ratios"].append(medians["ov"] / medians["ort"])
         except ChildError as exc:
             return {**cell, "error": str(exc)}
         finally:
             for c in children.values():
                 c.close()
     cell["ratio"] = statistics.median(cell["pair_ratios"])
+    if cell.get("ov_pair_ratios"):
+        cell["ov_ratio"] = statistics.median(cell["ov_pair_ratios"])
     return cell
 
 
@@ -238,6 +294,12 @@ def describe(cell: dict[str, Any]) -> str:
         f"partitions: {parts or 'none'}"
         + (f"; placement {placement.get('mode')}" if placement else "")
         + (f", whole model {whole.get('verdict')}" if whole else "")
+        + (
+            f"; plain openvino {statistics.median(cell['ov_ms']):.2f} ms, ratio "
+            f"{cell['ov_ratio']:.3f}"
+            if cell.get("ov_ratio")
+            else ""
+        )
     )
 
 
@@ -246,13 +308,21 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
     by = {(c["model"], c["config"]): c for c in cells}
     notes: list[str] = []
     width = max(len("model"), *map(len, models))
-    head = f"{'model':{width}}  {'ort ms':>8}  {'ort +-':>6}  "
+    with_ov = any("ov_pair_ratios" in c for c in cells)
+    head = f"{'model':{width}}  {'ort ms':>8}  {'ort +-':>6}  " + (
+        f"{'ov':>6}  " if with_ov else ""
+    )
     lines = [head + "  ".join(f"{c:>11}" for c in configs)]
+    ov_rows: list[float] = []
     for m in models:
         ort_ms = [t for c in configs for t in by.get((m, c), {}).get("ort_ms", [])]
         mid = statistics.median(ort_ms) if ort_ms else 0.0
         spread = (max(ort_ms) - min(ort_ms)) / 2 / mid if ort_ms else 0.0
         row = [f"{mid:8.2f}  {spread:6.0%}" if ort_ms else f"{'-':>8}  {'-':>6}"]
+        if with_ov:
+            ov = [r for c in configs for r in by.get((m, c), {}).get("ov_pair_ratios", [])]
+            ov_rows += [statistics.median(ov)] if ov else []
+            row[0] += f"  {statistics.median(ov):6.2f}" if ov else f"  {'-':>6}"
         for c in configs:
             cell = by.get((m, c))
             if cell is None:
@@ -271,9 +341,23 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
         f"'>' marks > {MARK}, '>!' a consistent loss (lower quartile of the pair ratios above "
         "1); '=': byoc ran the model as one onnxruntime session, the same work as the "
         "baseline; 'ort +-': half the "
-        "range of the onnxruntime medians of the row, the noise floor)"
+        "range of the onnxruntime medians of the row, the noise floor"
+        + (
+            "; 'ov': plain OpenVINO / onnxruntime, the median over the row's cells)"
+            if with_ov
+            else ")"
+        )
     )
     lines += notes
+    means = [
+        f"{c} {statistics.geometric_mean(rs):.3f}"
+        for c in configs
+        if (rs := [by[m, c]["ratio"] for m in models if "ratio" in by.get((m, c), {})])
+    ]
+    if with_ov and ov_rows:
+        means.append(f"plain openvino {statistics.geometric_mean(ov_rows):.3f}")
+    if means:
+        lines.append("geometric means of the ratios to onnxruntime: " + ", ".join(means))
     for label, group in (("", ok), (" with backend partitions", [c for c in ok if not _plain(c)])):
         if not group:
             continue
@@ -328,7 +412,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every number to this file")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument("--table", type=Path, help="print the table of a --json file and exit")
+    parser.add_argument(
+        "--no-openvino", dest="openvino", action="store_false",
+        help="leave out the plain OpenVINO column (default: shown when openvino is importable)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
+    args.openvino = args.openvino and has_openvino()
     if args.table:
         data = json.loads(args.table.read_text())
         cells = data["cells"]

@@ -1,0 +1,526 @@
+"""Which nodes OpenVINO's CPU plugin takes, asked of OpenVINO itself.
+
+Once per graph (``Support``): the whole model goes through OpenVINO's ONNX frontend and
+``Core.query_model(model, "CPU")``; each OpenVINO op is traced back to the ONNX node whose
+output it makes (its output tensor names are the ONNX value names; the ops a node is
+decomposed into inherit the node of the ops that read them). A node is supported when every op
+made from it is. Nodes the frontend cannot convert are cut out of the model (their outputs
+become inputs) and the rest is converted again, so one unconvertible node costs its neighbours
+nothing; the frontend's message is the refusal's reason. A node that cannot be traced (its ops
+were folded away, or the whole-model query failed) is asked alone: a one-node model, cached by
+op type, attributes, input types and shapes and the values of small constant inputs.
+
+Some refusals come from what the CPU plugin computes otherwise than onnxruntime rather than
+from its answer (``dtype_reason``): float64 in float32; int64 in int32 and int32 through
+float32, so an integer value not known to stay below 2**24 stays on onnxruntime; x / y as
+x * (1 / y), so a divisor that may be a tiny subnormal; and LRN (``WRONG``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import re
+import threading
+import weakref
+from collections.abc import Mapping
+from functools import cache
+from typing import Any
+
+import numpy as np
+import onnx
+from byoc import NodeView, TensorType
+from onnx import helper, numpy_helper
+
+DEVICE = "CPU"
+NOT_SUPPORTED = f"not supported by OpenVINO {DEVICE}"
+_MAX_ROUNDS = 8  # conversions of the whole model, each cutting out the nodes that failed
+_SMALL_CONST = 1024  # constant inputs up to this many elements key the per-node cache by value
+_EXACT = 1 << 24  # integers of at most this magnitude survive float32 exactly
+_WIDE_INTS = ("int32", "uint32", "int64", "uint64")
+# Integer outputs that stay small whatever the input: indices and sizes of real tensors.
+_INDEX_OPS = frozenset({"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "TopK", "Unique"})
+# Integer outputs that may grow large although every integer input is small.
+_GROWING_OPS = frozenset(
+    {
+        "Mul", "Pow", "Sum", "CumSum", "ReduceSum", "ReduceProd", "ReduceSumSquare",
+        "ReduceL1", "ReduceL2", "MatMul", "MatMulInteger", "Gemm", "Einsum", "BitShift",
+        "Range", "ConstantOfShape", "RandomUniform", "RandomNormal",
+    }
+)  # fmt: skip
+# Never offered: their values are random (onnxruntime draws others), or they are not tensors.
+_NEVER = frozenset(
+    {
+        "Bernoulli", "Multinomial", "RandomNormal", "RandomNormalLike", "RandomUniform",
+        "RandomUniformLike", "ConcatFromSequence", "SequenceAt", "SequenceConstruct",
+        "SequenceEmpty", "SequenceErase", "SequenceInsert", "SequenceLength", "SplitToSequence",
+    }
+)  # fmt: skip
+_FAILED_NODE = re.compile(r"While validating ONNX node '<Node\(([^)]*)\): (.*?)>'")
+_NO_RULE = re.compile(r"No conversion rule found for operations: (.*)")
+
+
+@cache
+def _openvino() -> Any:
+    import openvino
+
+    return openvino
+
+
+@cache
+def core() -> Any:
+    """One ``openvino.Core`` per process (it is thread-safe)."""
+    return _openvino().Core()
+
+
+def frontend() -> Any:
+    from openvino.frontend import FrontEndManager
+
+    return FrontEndManager().load_by_framework("onnx")
+
+
+def query(ov_model: Any) -> set[str]:
+    """The friendly names of the ops the CPU plugin supports. Its snippets pass (which only
+    fuses) is off: it is quadratic in a chain's length (a 1200-op chain: 10.7 s, 0.3 s
+    without), and the answer is the same."""
+    return set(core().query_model(ov_model, DEVICE, {"SNIPPETS_MODE": "DISABLE"}))
+
+
+def convert(model: onnx.ModelProto) -> Any:
+    """The ONNX model as an ``openvino.Model`` through OpenVINO's ONNX frontend (from bytes:
+    nothing is read from disk)."""
+    fe = frontend()
+    return fe.convert(fe.load(io.BytesIO(model.SerializeToString())))
+
+
+# -- dtype rules ------------------------------------------------------------------------------
+
+
+class _Widths:
+    """Which 32- and 64-bit integer values of a graph are known to be small (the CPU plugin
+    computes int64 in int32, and int32 arithmetic and comparisons through float32: both are
+    exact below 2**24): constants that are, outputs of index ops, and outputs of ops that move,
+    pick, compare or add such values. One pass over the nodes, in topological order."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.small: set[str] = set()
+        for i, proto in enumerate(graph.nodes):
+            node = graph.view(i)
+            if self._makes_small(node):
+                self.small.update(out for out in proto.output if out)
+
+    def value_fits(self, name: str) -> bool:
+        value = self.graph.constant(name)
+        if value is not None:
+            return value.size == 0 or bool(np.all(np.abs(value.astype(np.float64)) <= _EXACT))
+        return name in self.small
+
+    def _makes_small(self, node: NodeView) -> bool:
+        if node.op_type in _INDEX_OPS:
+            return True
+        if node.op_type in ("Cast", "CastLike"):
+            source = node.input_type(0)
+            if source is not None and source.dtype is not None:
+                narrow = source.dtype.kind == "b" or (
+                    source.dtype.kind in "iu" and source.dtype.itemsize <= 2
+                )
+                return narrow or (_wide(source) and self.value_fits(node.inputs[0]))
+            return False
+        return node.op_type not in _GROWING_OPS and all(
+            self.value_fits(name)
+            for i, name in enumerate(node.inputs)
+            if name and _wide(node.input_type(i))
+        )
+
+
+def _wide(t: TensorType | None) -> bool:
+    return t is not None and t.dtype is not None and t.dtype.name in _WIDE_INTS
+
+
+# Ops OpenVINO says it supports but computes wrongly, found by byoc's conformance suite.
+WRONG = {
+    "LRN": (
+        f"OpenVINO {DEVICE}'s LRN gives wrong values (0.6 off onnxruntime's) when another op "
+        "reads its output (conformance suite, OpenVINO 2026.4)"
+    ),
+}
+
+
+# OpenVINO's CPU plugin divides floats as x * (1 / y): wrong where 1 / y overflows, for the
+# smallest subnormal divisors (|y| < 1 / FLT_MAX; 1e-40 / 1e-40 is inf). A float Div is claimed
+# when its divisor cannot be one of those.
+_TINY = 1 / float(np.finfo(np.float32).max)
+_NON_NEGATIVE = frozenset(
+    {"Abs", "Relu", "Exp", "Sigmoid", "Softplus", "Sqrt", "ReduceSumSquare", "ReduceL2"}
+)  # fmt: skip
+
+
+def _safe_divisor(graph: Any, name: str) -> bool:
+    """The value is never a nonzero float of magnitude below 1 / FLT_MAX."""
+    value = graph.constant(name)
+    if value is not None:
+        magnitude = np.abs(value.astype(np.float64))
+        return bool(np.all((magnitude == 0) | (magnitude >= _TINY)))
+    if name not in graph.producer:
+        return False
+    node = graph.view(graph.producer[name])
+    source = node.input_type(0)
+    if node.op_type == "Sqrt":  # the root of a subnormal is a normal number
+        return True
+    if node.op_type in ("Cast", "CastLike"):
+        return source is not None and source.dtype is not None and source.dtype.kind in "biu"
+    if node.op_type == "Clip":  # x / clamp(n, min=eps)
+        low = node.const(1) if len(node.inputs) > 1 else None
+        if low is None and "min" in node.attrs:  # opset < 11
+            low = np.asarray(node.attrs["min"])
+        return low is not None and bool(np.all(low.astype(np.float64) >= _TINY))
+    if node.op_type in ("Max", "Add") and len(node.inputs) == 2:  # max(norm, eps), var + eps
+        for i in (0, 1):
+            low, other = node.const(i), node.inputs[1 - i]
+            if low is None or low.size == 0 or not np.all(low.astype(np.float64) >= _TINY):
+                continue
+            if node.op_type == "Max" or _non_negative(graph, other):
+                return True
+    return False
+
+
+def _non_negative(graph: Any, name: str) -> bool:
+    if name not in graph.producer:
+        return False
+    node = graph.view(graph.producer[name])
+    if node.op_type in _NON_NEGATIVE:
+        return True
+    if node.op_type in ("ReduceMean", "ReduceSum"):
+        return _non_negative(graph, node.inputs[0])
+    if node.op_type == "Pow":
+        exponent = node.const(1)
+        return exponent is not None and exponent.size == 1 and float(exponent.flat[0]) % 2 == 0
+    return node.op_type == "Mul" and node.inputs[0] == node.inputs[1]
+
+
+def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
+    """Why the CPU plugin would compute this node at another precision (or wrongly), or None."""
+    if node.op_type in WRONG:
+        return WRONG[node.op_type]
+    divisor = node.input_type(1) if node.op_type == "Div" else None
+    floats = divisor is not None and divisor.dtype is not None and divisor.dtype.kind == "f"
+    if floats and not _safe_divisor(node.graph, node.inputs[1]):
+        return (
+            f"OpenVINO's {DEVICE} plugin divides as x * (1 / y), which is inf where "
+            f"0 < |y| < 1 / FLT_MAX; the divisor '{node.inputs[1]}' is not known to "
+            "stay outside that range (a square root, a cast integer, a clamp or a "
+            "constant)"
+        )
+    values = [(n, node.input_type(i)) for i, n in enumerate(node.inputs) if n]
+    values += [(n, node.output_type(i)) for i, n in enumerate(node.outputs) if n]
+    for name, t in values:
+        if t is None or t.dtype is None:
+            return f"the type of '{name}' is unknown"
+        if t.dtype.name == "float64":
+            return f"'{name}' is float64, which OpenVINO's {DEVICE} plugin computes in float32"
+        if not t.is_static:
+            return (
+                f"'{name}' has a non-static shape {t}; fix the model's input shapes in the "
+                "config's [shapes] table"
+            )
+    for name, t in values:
+        if _wide(t) and not widths.value_fits(name):
+            return (
+                f"'{name}' is {t.dtype}, which OpenVINO's {DEVICE} plugin computes in int32 or "
+                "float32, and its values are not known to stay below 2**24 (a model input, or "
+                "computed from one)"
+            )
+    return None
+
+
+# -- the whole-graph query --------------------------------------------------------------------
+
+
+class Support:
+    """OpenVINO's answer for every node of one graph: ``reasons[name]`` is None (supported) or
+    why not; names missing from it are asked one by one (``ask_alone``)."""
+
+    def __init__(self, graph: Any) -> None:
+        self.graph = graph
+        self.reasons: dict[str, str | None] = {}
+        self.widths = _Widths(graph)
+        self._query()
+
+    def reason(self, node: NodeView) -> str | None:
+        found = dtype_reason(node, self.widths)
+        if found:
+            return found
+        if node.name not in self.reasons:
+            self.reasons[node.name] = ask_alone(node)
+        return self.reasons[node.name]
+
+    def _query(self) -> None:
+        graph = self.graph
+        model = graph.model
+        cut: set[str] = set()
+        for _ in range(_MAX_ROUNDS):
+            part = model if not cut else _without(graph, cut)
+            try:
+                ov_model = convert(part)
+            except Exception as exc:
+                failed = _conversion_failures(str(exc), graph, cut)
+                if not failed:
+                    return  # nothing to learn from the message: ask node by node
+                self.reasons.update(failed)
+                cut |= set(failed)
+                continue
+            self._trace(ov_model, cut)
+            return
+
+    def _trace(self, ov_model: Any, cut: set[str]) -> None:
+        try:
+            supported = query(ov_model)
+        except Exception:  # the plugin failed on the whole model: ask node by node
+            return
+        graph = self.graph
+        maker = {out: n.name for n in graph.nodes if n.name not in cut for out in n.output if out}
+        owners: dict[str, set[str]] = {}  # OpenVINO op (its unique name) -> ONNX nodes
+        ops = list(ov_model.get_ordered_ops())
+        for op in reversed(ops):
+            kind = op.get_type_name()
+            if kind in ("Parameter", "Result"):
+                continue
+            names = {maker[t] for o in op.outputs() for t in o.get_names() if t in maker}
+            if op.get_friendly_name() in graph.index and op.get_friendly_name() not in cut:
+                names.add(op.get_friendly_name())
+            if not names:  # made while converting a node: that of the ops reading it
+                readers = [
+                    owners.get(i.get_node().get_name(), set())
+                    for o in op.outputs()
+                    for i in o.get_target_inputs()
+                ]
+                found = set().union(*readers) if readers else set()
+                names = found if len(found) == 1 else set()
+            owners[op.get_name()] = names
+        verdict: dict[str, list[str]] = {}
+        for op in ops:
+            for name in owners.get(op.get_name(), ()):
+                bad = verdict.setdefault(name, [])
+                if op.get_type_name() != "Constant" and op.get_friendly_name() not in supported:
+                    bad.append(op.get_type_name())
+        for name, bad in verdict.items():
+            if bad:
+                kinds = ", ".join(sorted(set(bad)))
+                self.reasons[name] = f"{NOT_SUPPORTED} (its {kinds} op(s))"
+            else:
+                self.reasons[name] = None
+
+
+def _without(graph: Any, cut: set[str]) -> onnx.ModelProto:
+    """The model without the nodes in ``cut``: what they made becomes graph inputs."""
+    model = onnx.ModelProto()
+    model.CopyFrom(graph.model)
+    g = model.graph
+    kept = [n for n in g.node if n.name not in cut]
+    made = {out for n in g.node if n.name in cut for out in n.output if out}
+    del g.node[:]
+    g.node.extend(kept)
+    read = {x for n in kept for x in n.input} | {o.name for o in g.output}
+    for name in sorted(made & read):
+        t = graph.type_of(name)
+        if t is None or t.dtype is None:
+            continue  # the conversion of its readers fails and says so
+        shape = None if t.shape is None else [d if isinstance(d, int) else None for d in t.shape]
+        g.input.append(
+            helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), shape)
+        )
+    outputs = [o for o in g.output if o.name not in made]
+    del g.output[:]
+    g.output.extend(outputs)
+    if not outputs:  # keep a graph: every kept node's outputs
+        for n in kept:
+            g.output.extend(helper.make_empty_tensor_value_info(o) for o in n.output if o)
+    return model
+
+
+def _conversion_failures(message: str, graph: Any, cut: set[str]) -> dict[str, str]:
+    """``{node: reason}`` from the ONNX frontend's report of what it could not convert."""
+    failed: dict[str, str] = {}
+    for block in message.split("\n-- ")[1:]:
+        found = _FAILED_NODE.search(block)
+        if not found or found.group(2) not in graph.index:
+            continue
+        lines = [ln.strip() for ln in block.split("Summary:")[0].splitlines() if ln.strip()]
+        detail = lines[-1] if lines else "conversion failed"
+        failed[found.group(2)] = f"OpenVINO's ONNX frontend cannot convert it: {detail[:300]}"
+    rule = _NO_RULE.search(message)
+    if rule:
+        kinds = {item.strip().rsplit("-", 1)[0] for item in rule.group(1).split(",")}
+        for node in graph.nodes:
+            if node.op_type in kinds and node.name not in cut:
+                failed[node.name] = (
+                    f"OpenVINO's ONNX frontend has no conversion rule for {node.op_type}"
+                )
+    return {k: v for k, v in failed.items() if k not in cut}
+
+
+_supports: weakref.WeakKeyDictionary[Any, Support] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def support(graph: Any) -> Support:
+    """The query of ``graph``, made once."""
+    with _lock:
+        if graph not in _supports:
+            _supports[graph] = Support(graph)
+        return _supports[graph]
+
+
+def check(node: NodeView) -> str | None:
+    """None when OpenVINO's CPU plugin runs the node as onnxruntime would, else why not."""
+    return support(node.graph).reason(node)
+
+
+# -- one node alone ----------------------------------------------------------------------------
+
+_alone: dict[str, str | None] = {}
+
+
+def ask_alone(node: NodeView) -> str | None:
+    """OpenVINO's answer for a one-node model of this node (cached by what decides it)."""
+    key = _key(node)
+    if key not in _alone:
+        _alone[key] = _ask(node)
+    return _alone[key]
+
+
+def _key(node: NodeView) -> str:
+    digest = hashlib.sha256()
+    digest.update(node.op_type.encode())
+    for attr in sorted(node.proto.attribute, key=lambda a: a.name):
+        digest.update(attr.SerializeToString(deterministic=True))
+    imports = sorted((o.domain, o.version) for o in node.graph.model.opset_import)
+    digest.update(repr(imports).encode())
+    for i, name in enumerate(node.inputs):
+        t = node.input_type(i) if name else None
+        value = node.const(i) if name else None
+        digest.update(f"|{i}:{bool(name)}:{t}:{value is not None}".encode())
+        if value is not None and value.size <= _SMALL_CONST:
+            digest.update(np.ascontiguousarray(value).tobytes())
+    for i, name in enumerate(node.outputs):
+        digest.update(f"|o{i}:{bool(name)}".encode())
+    return digest.hexdigest()
+
+
+def _ask(node: NodeView) -> str | None:
+    model = single_node_model(node)
+    try:
+        ov_model = convert(model)
+    except Exception as exc:
+        failures = _conversion_failures(str(exc), single_node_graph(node), set())
+        if node.name in failures:
+            return failures[node.name]
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        return f"OpenVINO's ONNX frontend cannot convert it: {(lines or ['?'])[-1][:300]}"
+    try:
+        supported = query(ov_model)
+    except Exception as exc:
+        lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+        return f"{NOT_SUPPORTED}: {(lines or ['?'])[-1][:300]}"
+    bad = sorted(
+        {
+            op.get_type_name()
+            for op in ov_model.get_ops()
+            if op.get_type_name() not in ("Parameter", "Result", "Constant")
+            and op.get_friendly_name() not in supported
+        }
+    )
+    return f"{NOT_SUPPORTED} (its {', '.join(bad)} op(s))" if bad else None
+
+
+class _Names:
+    """Enough of a Graph for ``_conversion_failures``: the node's name."""
+
+    def __init__(self, node: NodeView) -> None:
+        self.index = {node.name: 0}
+        self.nodes = [node.proto]
+
+
+def single_node_graph(node: NodeView) -> Any:
+    return _Names(node)
+
+
+def single_node_model(node: NodeView) -> onnx.ModelProto:
+    """A model of this node alone: its constant inputs as initializers, the others inputs."""
+    inputs, inits, seen = [], [], set()
+    for i, name in enumerate(node.inputs):
+        if not name or name in seen:
+            continue
+        seen.add(name)
+        value = node.const(i)
+        if value is not None:
+            inits.append(numpy_helper.from_array(np.asarray(value), name))
+            continue
+        t = node.input_type(i)
+        assert t is not None and t.dtype is not None  # dtype_reason refused unknown types
+        inputs.append(_info(name, t))
+    outputs = []
+    for i, name in enumerate(node.outputs):
+        t = node.output_type(i)
+        if name and t is not None and t.dtype is not None:
+            outputs.append(_info(name, t))
+        elif name:
+            outputs.append(helper.make_empty_tensor_value_info(name))
+    graph = helper.make_graph([node.proto], "alone", inputs, outputs, inits)
+    source = node.graph.model
+    model = helper.make_model(graph, opset_imports=list(source.opset_import))
+    model.ir_version = source.ir_version
+    return model
+
+
+def _info(name: str, t: TensorType) -> onnx.ValueInfoProto:
+    shape = None if t.shape is None else [d if isinstance(d, int) else None for d in t.shape]
+    assert t.dtype is not None
+    return helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(t.dtype), shape)
+
+
+# -- the op types to offer --------------------------------------------------------------------
+
+
+@cache
+def convertible_op_types() -> frozenset[str]:
+    """The default-domain ONNX op types OpenVINO's ONNX frontend has a conversion rule for:
+    one model with a node of every type, converted once; the frontend lists those it has no
+    rule for."""
+    from byoc.graph import SUBGRAPH_OPS
+
+    kinds = sorted(
+        {s.name for s in onnx.defs.get_all_schemas() if s.domain == "" and not s.deprecated}
+        - SUBGRAPH_OPS
+    )
+    nodes, inputs = [], []
+    for k, kind in enumerate(kinds):
+        schema = onnx.defs.get_schema(kind)
+        ins = [f"in{k}_{j}" for j in range(schema.min_input)]
+        inputs += [helper.make_tensor_value_info(x, onnx.TensorProto.FLOAT, None) for x in ins]
+        nodes.append(helper.make_node(kind, ins, [f"out{k}"], name=f"node{k}"))
+    outputs = [helper.make_empty_tensor_value_info(f"out{k}") for k in range(len(kinds))]
+    graph = helper.make_graph(nodes, "probe", inputs, outputs)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", onnx.defs.onnx_opset_version())]
+    )
+    try:
+        convert(model)
+        return frozenset(kinds)
+    except Exception as exc:
+        rule = _NO_RULE.search(str(exc))
+        missing = (
+            {item.strip().rsplit("-", 1)[0] for item in rule.group(1).split(",")} if rule else set()
+        )
+    return frozenset(kinds) - missing
+
+
+def checks(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``{op_type: check}`` for every op type the frontend converts and byoc's conformance
+    suite can hold it to (``byoc.testing.ops.OP_CASES``: an op without a case there is never
+    checked against onnxruntime, so it is not claimed)."""
+    from byoc.testing.ops import OP_CASES
+
+    claimable = (convertible_op_types() - _NEVER) & set(OP_CASES)
+    return dict.fromkeys(sorted(claimable), check)

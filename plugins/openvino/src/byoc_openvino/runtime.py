@@ -1,0 +1,200 @@
+"""Compiling a partition with OpenVINO and running it.
+
+``compile_partition`` turns the artifact's ONNX model into an OpenVINO model (its ONNX
+frontend, from bytes) and compiles it for the CPU with the latency hint, the precision hint
+and the thread count. ``Runtime.run`` checks the inputs, wraps them as OpenVINO tensors
+sharing their memory (no copy when they are C-contiguous of the right dtype), points the
+outputs at fresh numpy arrays the caller then owns, and runs an infer request of the calling
+thread: one request per thread, so many threads can run one partition at once.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from byoc import BackendError, InputError
+
+from byoc_openvino import annotate
+from byoc_openvino.artifact import Artifact, Tensor
+
+# byoc's precision names -> OpenVINO's INFERENCE_PRECISION_HINT ("dynamic": OpenVINO decides).
+HINTS = {"f32": "f32", "bf16": "bf16", "dynamic": None}
+
+
+def threads(config: Mapping[str, Any]) -> int:
+    """Threads per run: the config's ``threads``, else one per core this process may use (as
+    dnnl's threads; ``byoc.load(path, threads=N)`` sets the option)."""
+    if config.get("threads"):
+        return int(config["threads"])
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return max(1, cores or 1)
+
+
+def properties(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The compile properties for this ``[backend.openvino]`` table."""
+    props: dict[str, Any] = {
+        "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_NUM_THREADS": threads(config),
+    }
+    hint = HINTS[config.get("precision", "f32")]
+    if hint is not None:
+        props["INFERENCE_PRECISION_HINT"] = hint
+    if config.get("cache_dir"):
+        props["CACHE_DIR"] = str(config["cache_dir"])
+    return props
+
+
+def key(config: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a compiled model depends on besides its partition."""
+    return tuple(sorted(properties(config).items()))
+
+
+def has_bf16() -> bool:
+    caps = annotate.core().get_property(annotate.DEVICE, "OPTIMIZATION_CAPABILITIES")
+    return "BF16" in caps
+
+
+def compile_partition(artifact: Artifact, config: Mapping[str, Any]) -> Runtime:
+    """The artifact compiled by this machine's OpenVINO; BackendError when it cannot be."""
+    where = f"partition {artifact.symbol} (backend openvino)"
+    if config.get("precision") == "bf16" and not has_bf16():
+        raise BackendError(
+            f"{where}: precision 'bf16' needs a CPU with bfloat16 support, and OpenVINO finds "
+            'none on this one; set [backend.openvino] precision = "f32"'
+        )
+    props = properties(config)
+    try:
+        model = annotate.convert(artifact.model)
+    except Exception as exc:
+        raise BackendError(f"{where}: OpenVINO's ONNX frontend failed: {_last(exc)}") from exc
+    try:
+        compiled = annotate.core().compile_model(model, annotate.DEVICE, props)
+    except Exception as exc:
+        raise BackendError(f"{where}: OpenVINO could not compile it: {_last(exc)}") from exc
+    direct = {
+        k
+        for k, result in enumerate(model.get_results())
+        if result.input_value(0).get_node().get_type_name() in ("Parameter", "Constant")
+    }
+    return Runtime(artifact.symbol, compiled, artifact.inputs, artifact.outputs, direct)
+
+
+def _last(exc: Exception) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return " ".join(lines[-3:])[:600] or type(exc).__name__
+
+
+class Runtime:
+    """A compiled partition. ``run`` uses an infer request of the calling thread and keeps
+    everything else in locals: safe from many threads at once."""
+
+    def __init__(
+        self,
+        symbol: str,
+        compiled: Any,
+        inputs: list[Tensor],
+        outputs: list[Tensor],
+        direct: set[int] = frozenset(),  # type: ignore[assignment]
+    ) -> None:
+        self.symbol = symbol
+        self.compiled = compiled
+        self.inputs = inputs
+        self.outputs = outputs
+        self._dtypes = [np.dtype(t.dtype) for t in inputs]
+        self._out_dtypes = [np.dtype(t.dtype) for t in outputs]
+        self._in_ports = [self._port(compiled.inputs, k, t, "input") for k, t in enumerate(inputs)]
+        self._out_ports = [
+            self._port(compiled.outputs, k, t, "output") for k, t in enumerate(outputs)
+        ]
+        self._local = threading.local()
+        # Outputs OpenVINO writes into the caller's fresh array; the others (an output that is
+        # an input or a constant: OpenVINO never writes those) are copied out after the run.
+        shared = self._can_share_outputs()
+        self._shared = [shared and port not in direct for port in self._out_ports]
+
+    def _can_share_outputs(self) -> bool:
+        """Whether OpenVINO writes the outputs into arrays we give it (decided once: a request
+        left pointing at a returned array would overwrite it on its next run)."""
+        import openvino as ov
+
+        request = self.compiled.create_infer_request()
+        try:
+            for t, port in zip(self.outputs, self._out_ports, strict=True):
+                array = np.empty(t.shape, np.dtype(t.dtype))
+                request.set_output_tensor(port, ov.Tensor(array, shared_memory=True))
+        except Exception:
+            return False
+        return True
+
+    def _port(self, ports: Sequence[Any], k: int, want: Tensor, kind: str) -> int:
+        """The compiled model's port of signature entry ``k``: by tensor name, else by position
+        (the frontend keeps the ONNX graph's input and output order, but an Identity or Dropout
+        it removes takes its input's name away), checked by dtype and shape."""
+        index = next((j for j, p in enumerate(ports) if want.name in p.get_names()), k)
+        if len(ports) != len(self.inputs if kind == "input" else self.outputs):
+            raise BackendError(
+                f"{self.symbol}: the compiled model has {len(ports)} {kind}s, the partition "
+                f"{len(self.inputs if kind == 'input' else self.outputs)}"
+            )
+        port = ports[index]
+        shape = port.get_partial_shape()
+        dtype = np.dtype(port.get_element_type().to_dtype())
+        if shape.is_dynamic or tuple(shape.to_shape()) != want.shape or dtype != want.dtype:
+            raise BackendError(
+                f"{self.symbol}: the compiled model's {kind} {index} is {dtype}{shape}, the "
+                f"partition's '{want.name}' {want.dtype}{list(want.shape)}"
+            )
+        return index
+
+    def _request(self) -> Any:
+        request = getattr(self._local, "request", None)
+        if request is None:
+            request = self._local.request = self.compiled.create_infer_request()
+        return request
+
+    def run(self, inputs: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """Inputs in signature order -> outputs in signature order (fresh arrays)."""
+        import openvino as ov
+
+        if len(inputs) != len(self.inputs):
+            raise InputError(
+                f"{self.symbol}: expected {len(self.inputs)} inputs "
+                f"({', '.join(t.name for t in self.inputs)}), got {len(inputs)}"
+            )
+        request = self._request()
+        for value, want, dtype, port in zip(
+            inputs, self.inputs, self._dtypes, self._in_ports, strict=True
+        ):
+            if not isinstance(value, np.ndarray):
+                raise InputError(
+                    f"{self.symbol}: input '{want.name}' is a {type(value).__name__}, "
+                    "not a numpy array"
+                )
+            if value.dtype != dtype or value.shape != want.shape:
+                raise InputError(
+                    f"{self.symbol}: input '{want.name}' is {value.dtype}{list(value.shape)}, "
+                    f"expected {want.dtype}{list(want.shape)}"
+                )
+            flags = value.flags
+            if not (flags.c_contiguous and flags.aligned and flags.writeable):
+                value = np.array(value, order="C")  # OpenVINO shares only such arrays
+            request.set_input_tensor(port, ov.Tensor(value, shared_memory=True))
+        outputs = [
+            np.empty(t.shape, d) for t, d in zip(self.outputs, self._out_dtypes, strict=True)
+        ]
+        for array, port, shared in zip(outputs, self._out_ports, self._shared, strict=True):
+            if shared:  # OpenVINO writes into an array the caller will own
+                request.set_output_tensor(port, ov.Tensor(array, shared_memory=True))
+        try:
+            request.infer()
+        except Exception as exc:
+            raise BackendError(f"{self.symbol}: OpenVINO failed to run it: {_last(exc)}") from exc
+        for k, port in enumerate(self._out_ports):
+            data = request.get_output_tensor(port).data
+            if not self._shared[k] or data.ctypes.data != outputs[k].ctypes.data:
+                outputs[k] = np.array(data, copy=True)  # OpenVINO's memory, or an input's
+        return outputs

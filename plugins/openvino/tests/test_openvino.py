@@ -1,0 +1,383 @@
+"""openvino against onnxruntime on real models, and what a user of the backend relies on: its
+reasons in explain, its options, .byoc files (and hostile ones), threads, fail-safe codegen."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import zipfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import byoc
+import numpy as np
+import onnx
+import pytest
+from byoc import ArtifactError, BackendError, ConfigError, InputError
+from byoc.loading import load_model
+from byoc.testing.build import make_model, node
+from byoc.testing.kit import assert_matches_onnxruntime
+from byoc.testing.models import MODELS
+from byoc_openvino import annotate, artifact, plugin, runtime
+from onnx import helper
+
+STATIC = {"compile": {"placement": "static"}}
+
+
+def config(**table: Any) -> dict[str, Any]:
+    return {"backends": ["openvino"], "backend": {"openvino": table}, **STATIC}
+
+
+def small_model() -> onnx.ModelProto:
+    """Conv -> Relu -> Add(, w) -> Softmax: one openvino partition."""
+    rng = np.random.default_rng(0)
+    return make_model(
+        [
+            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+            node("Relu", ["c"], "r"),
+            node("Add", ["r", "b"], "a"),
+            node("Softmax", ["a"], "y", axis=-1),
+        ],
+        {"x": [2, 3, 8, 8]},
+        ["y"],
+        constants={
+            "w": rng.standard_normal((4, 3, 3, 3)).astype(np.float32),
+            "b": rng.standard_normal((1, 4, 1, 1)).astype(np.float32),
+        },
+    )
+
+
+def feeds() -> dict[str, np.ndarray]:
+    return {"x": np.random.default_rng(1).standard_normal((2, 3, 8, 8)).astype(np.float32)}
+
+
+def reference() -> np.ndarray:
+    """onnxruntime's output of ``small_model`` on ``feeds``."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(small_model().SerializeToString())
+    return np.asarray(session.run(["y"], feeds())[0])
+
+
+# -- real models -------------------------------------------------------------------------------
+
+
+def _inputs(model_id: str, path: Path) -> dict[str, np.ndarray]:
+    inputs = byoc.random_inputs(load_model(path, MODELS[model_id].shapes))
+    if model_id == "P4":  # the sample rate (random values fail inside its If)
+        inputs["sr"] = np.array(16000, np.int64)
+    if model_id == "P5":  # token ids: [CLS] ... [SEP]
+        ids = inputs["input_ids"]
+        ids[:] = np.random.default_rng(0).integers(1000, 20000, ids.shape)
+        ids[:, 0], ids[:, -1] = 101, 102
+        inputs["attention_mask"][:] = 1
+    return inputs
+
+
+@pytest.mark.realmodel
+@pytest.mark.parametrize("model_id", ["P1", "P2", "P3", "P4", "P5"])
+def test_real_models_match_onnxruntime(model_id: str, real_model: Any) -> None:
+    path = real_model(model_id)
+    cfg = {**config(), "shapes": MODELS[model_id].shapes}
+    report = assert_matches_onnxruntime(path, cfg, _inputs(model_id, path))
+    if model_id != "P4":  # P4's work is inside an If, which stays on onnxruntime
+        sizes = [len(p.nodes) for p in report.plan.partitions]
+        assert sizes and max(sizes) > 300, sizes  # OpenVINO takes nearly all of the model
+
+
+# -- annotation --------------------------------------------------------------------------------
+
+
+def test_explain_shows_openvinos_own_reason() -> None:
+    """A node OpenVINO's frontend cannot convert is cut out; its neighbours stay claimed."""
+    model = make_model(
+        [
+            node("Relu", ["x"], "a"),
+            node("Pad", ["a", "pads"], "b", mode="wrap"),
+            node("Neg", ["b"], "y"),
+        ],
+        {"x": [1, 4]},
+        ["y"],
+        constants={"pads": np.array([0, 1, 0, 1], np.int64)},
+        opset=19,
+    )
+    plan = byoc.partition(model, config())
+    owners = {name: d.backend for name, d in plan.decisions.items()}
+    assert owners["a"] == owners["y"] == "openvino"
+    assert owners["b"] == "onnxruntime"
+    reasons = dict(plan.decisions["b"].refusals)
+    assert "Unsupported padding mode" in reasons["openvino"]
+    assert_matches_onnxruntime(model, config())
+
+
+def test_int64_values_from_outside_and_tiny_divisors_are_refused() -> None:
+    model = make_model(
+        [
+            node("Add", ["i", "one"], "j"),
+            node("Div", ["x", "d"], "q"),
+            node("Sqrt", ["d"], "s"),
+            node("Div", ["x", "s"], "r"),
+        ],
+        {"i": (np.int64, [4]), "x": [4], "d": [4]},
+        ["j", "q", "r"],
+        constants={"one": np.array(1, np.int64)},
+    )
+    plan = byoc.partition(model, config())
+    reasons = {n: dict(d.refusals).get("openvino", "") for n, d in plan.decisions.items()}
+    assert "int32 or float32" in reasons["j"]
+    assert "x * (1 / y)" in reasons["q"]
+    assert plan.decisions["r"].backend == "openvino"  # divided by a square root: safe
+
+
+def test_per_node_query_agrees_with_the_whole_graph_query(real_model: Any) -> None:
+    path = real_model("P1")
+    model = load_model(path, MODELS["P1"].shapes)
+    graph = byoc.Partition("p", "openvino", [], [], [], model).graph
+    whole = annotate.Support(graph)
+    views = [graph.view(i) for i in range(len(graph.nodes)) if i not in graph.const_nodes]
+    assert all(v.name in whole.reasons for v in views)  # every node traced, none asked alone
+    for view in views[:60]:
+        assert annotate.ask_alone(view) == whole.reasons[view.name], view.name
+
+
+def test_annotating_a_thousand_nodes_is_quick() -> None:
+    """A chain of 1200 elementwise nodes: one conversion and one query, not 1200 (and no
+    snippets pass: with it, OpenVINO's query alone took 10.7 s)."""
+    nodes = [node("Relu" if k % 2 else "Neg", [f"v{k}"], f"v{k + 1}") for k in range(1200)]
+    model = make_model(nodes, {"v0": [1, 64]}, ["v1200"])
+    import time
+
+    start = time.perf_counter()
+    plan = byoc.partition(model, config())
+    elapsed = time.perf_counter() - start
+    assert [len(p.nodes) for p in plan.partitions] == [1200]
+    assert elapsed < 8, f"{elapsed:.1f} s"
+
+
+# -- options -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("table", "words"),
+    [
+        ({"precision": "fp16"}, ["precision", "fp16"]),
+        ({"threads": -1}, ["threads", "-1"]),
+        ({"threads": "2"}, ["threads"]),
+        ({"cache_dir": 3}, ["cache_dir"]),
+        ({"treads": 2}, ["treads"]),
+    ],
+)
+def test_bad_options_are_config_errors(table: dict[str, Any], words: list[str]) -> None:
+    with pytest.raises(ConfigError) as info:
+        byoc.partition(small_model(), config(**table))
+    for word in words:
+        assert word in str(info.value)
+
+
+def test_options_reach_openvino(tmp_path: Path) -> None:
+    compiled = byoc.compile(small_model(), config(threads=1, cache_dir=str(tmp_path)))
+    (step,) = [s for s in compiled.steps if s.unit.backend == "openvino"]
+    ov_model = step.runtime.compiled
+    assert int(ov_model.get_property("INFERENCE_NUM_THREADS")) == 1
+    assert "LATENCY" in str(ov_model.get_property("PERFORMANCE_HINT"))
+    assert "float32" in str(ov_model.get_property("INFERENCE_PRECISION_HINT"))
+    assert any(tmp_path.iterdir()), "OpenVINO's cache_dir holds nothing"
+    np.testing.assert_allclose(compiled.run(feeds())["y"], reference(), 1e-5)
+
+
+def test_threads_default_to_the_cores_byoc_gives() -> None:
+    import os
+
+    assert runtime.threads({"threads": 0}) == len(os.sched_getaffinity(0))
+    assert runtime.properties({"threads": 3})["INFERENCE_NUM_THREADS"] == 3
+    assert "INFERENCE_PRECISION_HINT" not in runtime.properties({"precision": "dynamic"})
+
+
+@pytest.mark.skipif(not runtime.has_bf16(), reason="this CPU has no bfloat16")
+def test_bf16_precision() -> None:
+    compiled = byoc.compile(small_model(), config(precision="bf16"))
+    (step,) = [s for s in compiled.steps if s.unit.backend == "openvino"]
+    hint = str(step.runtime.compiled.get_property("INFERENCE_PRECISION_HINT"))
+    assert "bfloat16" in hint or "bf16" in hint
+    np.testing.assert_allclose(compiled.run(feeds())["y"], reference(), atol=0.05)
+
+
+# -- runtime -----------------------------------------------------------------------------------
+
+
+def test_inputs_are_checked_and_outputs_are_the_callers() -> None:
+    compiled = byoc.compile(small_model(), config())
+    (step,) = [s for s in compiled.steps if s.unit.backend == "openvino"]
+    x = feeds()["x"]
+    first = step.runtime.run([x])[0]
+    second = step.runtime.run([x])[0]
+    assert first is not second and not np.shares_memory(first, second)
+    np.testing.assert_array_equal(first, second)
+    strided = np.asfortranarray(x)  # not C-contiguous: copied, same result
+    np.testing.assert_array_equal(step.runtime.run([strided])[0], first)
+    with pytest.raises(InputError, match=r"float64\[2, 3, 8, 8\], expected float32"):
+        step.runtime.run([x.astype(np.float64)])
+    with pytest.raises(InputError, match=r"expected float32\[2, 3, 8, 8\]"):
+        step.runtime.run([x[:1]])
+    with pytest.raises(InputError, match="expected 1 inputs"):
+        step.runtime.run([x, x])
+
+
+def test_eight_threads_get_equal_outputs() -> None:
+    compiled = byoc.compile(small_model(), config())
+    rng = np.random.default_rng(2)
+    batches = [{"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)} for _ in range(8)]
+    want = [compiled.run(b)["y"] for b in batches]
+    with ThreadPoolExecutor(8) as pool:
+        for _ in range(5):
+            got = list(pool.map(lambda b: compiled.run(b)["y"], batches))
+            for g, w in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w)
+
+
+def test_a_partition_that_returns_its_input() -> None:
+    """Dropout and Identity vanish in OpenVINO: the output is copied, never left unwritten."""
+    model = make_model(
+        [node("Dropout", ["x"], "a"), node("Relu", ["a"], "y")], {"x": [3, 4]}, ["a", "y"]
+    )
+    assert_matches_onnxruntime(model, config())
+
+
+def test_bool_values_and_read_only_inputs() -> None:
+    model = make_model(
+        [
+            node("Greater", ["x", "zero"], "g"),
+            node("And", ["g", "m"], "a"),
+            node("Where", ["a", "x", "zero"], "y"),
+        ],
+        {"x": [3, 4], "m": (np.bool_, [3, 4])},
+        ["a", "y"],
+        constants={"zero": np.array(0, np.float32)},
+    )
+    rng = np.random.default_rng(3)
+    x = np.frombuffer(rng.standard_normal(12).astype(np.float32).tobytes(), np.float32)
+    inputs = {"x": x.reshape(3, 4), "m": rng.random((3, 4)) > 0.5}
+    assert not inputs["x"].flags.writeable
+    report = assert_matches_onnxruntime(model, config(), inputs)
+    assert [p.backend for p in report.plan.partitions] == ["openvino"]
+
+
+def test_codegen_failure_returns_the_partition_to_onnxruntime(monkeypatch: Any) -> None:
+    def broken(model: onnx.ModelProto) -> Any:
+        raise RuntimeError("no conversion today")
+
+    partition = byoc.partition(small_model(), config()).partitions[0]
+    monkeypatch.setattr(runtime.annotate, "convert", broken)
+    with pytest.raises(BackendError, match="no conversion today"):
+        plugin.byoc_codegen("openvino", partition, dict(plugin_defaults()))
+    reg = byoc.Registry(only=["openvino"])  # the default backends: fail safe
+    compiled = byoc.compile(small_model(), STATIC, registry=reg)
+    assert all(s.unit.backend == "onnxruntime" for s in compiled.steps)
+    assert compiled.run(feeds())["y"].shape == (2, 4, 8, 8)
+
+
+def plugin_defaults() -> dict[str, Any]:
+    return {k: v[1] for k, v in plugin.OPTIONS.items()}
+
+
+# -- .byoc files -------------------------------------------------------------------------------
+
+
+def test_save_and_load(tmp_path: Path) -> None:
+    compiled = byoc.compile(small_model(), config(cache_dir=str(tmp_path / "cache")))
+    path = compiled.save(tmp_path / "m.byoc")
+    with zipfile.ZipFile(path) as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+    assert "cache_dir" not in manifest["config"]["openvino"]  # a local option: never saved
+    again = byoc.load(path, threads=1)
+    (step,) = [s for s in again.steps if s.unit.backend == "openvino"]
+    assert int(step.runtime.compiled.get_property("INFERENCE_NUM_THREADS")) == 1
+    np.testing.assert_array_equal(again.run(feeds())["y"], compiled.run(feeds())["y"])
+
+
+def _tamper(path: Path, out: Path, change: Any) -> Path:
+    """A copy of a .byoc file whose openvino member is ``change(bytes)``, with every sha256
+    and size fixed up, as a hostile author would."""
+    with zipfile.ZipFile(path) as zf:
+        members = {n: zf.read(n) for n in zf.namelist()}
+    manifest = json.loads(members["manifest.json"])
+    for unit in manifest["units"]:
+        if unit["backend"] == "openvino":
+            data = change(members[unit["member"]])
+            members[unit["member"]] = data
+            unit["sha256"], unit["size"] = hashlib.sha256(data).hexdigest(), len(data)
+    members["manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(out, "w") as zf:
+        for name, data in members.items():
+            zf.writestr(name, data)
+    return out
+
+
+def _with_model(data: bytes, edit: Any) -> bytes:
+    """Artifact bytes whose ONNX model ``edit`` changed, header sha256 and size fixed up."""
+    found = artifact.decode(data)
+    model = onnx.ModelProto()
+    model.CopyFrom(found.model)
+    edit(model)
+    found.model = model
+    return artifact.encode(found)
+
+
+def _external(model: onnx.ModelProto) -> None:
+    weight = model.graph.initializer[0]
+    weight.ClearField("raw_data")
+    del weight.float_data[:]
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    weight.external_data.add(key="location", value="/etc/passwd")
+
+
+def _custom_op(model: onnx.ModelProto) -> None:
+    model.graph.node[1].domain = "evil.ops"
+    model.opset_import.append(helper.make_opsetid("evil.ops", 1))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda d: d[:-5], "sha256"),
+        (lambda d: b"garbage" + d, "bad magic"),
+        (lambda d: _with_model(d, _external), "not a valid ONNX model|external"),
+        (lambda d: _with_model(d, _custom_op), "not one byoc gives to openvino|not a valid"),
+    ],
+    ids=["truncated", "magic", "external data", "custom op"],
+)
+def test_tampered_files_are_refused(tmp_path: Path, change: Any, message: str) -> None:
+    path = byoc.compile(small_model(), config()).save(tmp_path / "m.byoc")
+    bad = _tamper(path, tmp_path / "bad.byoc", change)
+    with pytest.raises(ArtifactError, match=message) as info:
+        byoc.load(bad)
+    assert "openvino artifact" in str(info.value)
+
+
+def test_the_artifact_carries_onnx_not_openvino_ir(tmp_path: Path) -> None:
+    compiled = byoc.compile(small_model(), config())
+    (step,) = [s for s in compiled.steps if s.unit.backend == "openvino"]
+    data = plugin.byoc_serialize("openvino", step.artifact)
+    assert data.startswith(artifact.MAGIC)
+    assert b"<net " not in data and b"xml" not in data.lower()
+    again = artifact.decode(data)
+    assert again.inputs == step.artifact.inputs and again.precision == "f32"
+
+
+# -- registration ------------------------------------------------------------------------------
+
+
+def test_availability_and_build(monkeypatch: Any) -> None:
+    import sys
+
+    import openvino
+
+    assert plugin._available() is None
+    assert plugin.build_id() == f"openvino {openvino.get_version()}"
+    backend = byoc.registry().backends["openvino"]
+    assert (backend.priority, backend.reference, backend.finite_only) == (5, False, True)
+    assert backend.local_options == {"cache_dir"}
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino fails
+    reason = plugin._available()
+    assert reason is not None and reason.startswith("openvino cannot be imported")
