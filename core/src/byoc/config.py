@@ -104,6 +104,21 @@ COMPILE_KEYS: dict[str, Option] = {
         "measured placement: how much faster than onnxruntime a partition (and the whole "
         "compiled model) must be to stay, e.g. 0.02 for 2%",
     ),
+    "precision": (
+        str,
+        "fp32",
+        "bf16: partitions of backends that offer it compute in bfloat16 where the CPU has it "
+        "(AVX512_BF16 or AMX), each only if its outputs stay within precision_tolerance of "
+        "onnxruntime's fp32 ones on the measurement inputs; fp32: never",
+        ("fp32", "bf16"),
+    ),
+    "precision_tolerance": (
+        float,
+        0.01,
+        "the largest error a reduced-precision partition may make: of each output, the largest "
+        "difference from onnxruntime's fp32 result over its largest magnitude (integer outputs "
+        "must match exactly)",
+    ),
     "remeasure": (
         bool,
         False,
@@ -218,7 +233,8 @@ def _parse(data: dict[str, Any], source: str) -> Config:
 
 def _check_ranges(cfg: Config, source: str) -> None:
     """Numbers whose type is right but whose value no run can use."""
-    for table, key in (("compare", "rtol"), ("compare", "atol"), ("compile", "remeasure_after")):
+    keys = [("compare", "rtol"), ("compare", "atol"), ("compile", "remeasure_after")]
+    for table, key in [*keys, ("compile", "precision_tolerance")]:
         value = getattr(cfg, table)[key]
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{source}: '{table}.{key}' must be a number >= 0, got {value}")

@@ -81,7 +81,7 @@ def build(
     for i, unit in enumerate(plan.schedule, start=1):
         if progress is not None:
             progress(i, len(plan.schedule), unit.name)
-        table = fb if unit.backend == FALLBACK else tables[unit.backend]
+        table = fb if unit.backend == FALLBACK else {**tables[unit.backend], **unit.options}
         made = reuse(unit) if reuse is not None else None
         try:
             artifact, runtime = (

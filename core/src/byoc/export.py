@@ -83,6 +83,8 @@ def save(compiled: Saved, path: str | os.PathLike[str]) -> Path:
                 members, f"{i:04d}_{safe}{'.onnx' if unit.backend == FALLBACK else '.bin'}", data
             ),
         }
+        if unit.options:  # the partition's own settings (a reduced precision)
+            entry["options"] = dict(unit.options)
         if unit.backend != FALLBACK and (rerun or step.guarded) and unit.model.graph.node:
             # the partition as ONNX, for [fallback] on_backend_error = "onnxruntime" and
             # inputs holding NaN or +-inf (Backend.finite_only)

@@ -32,6 +32,10 @@ class Cpu:
         isa = [f for f in self.flags if f.startswith(("avx", "amx", "sse4", "fma", "asimd", "sve"))]
         return " ".join([self.machine, self.model, *isa]).strip()
 
+    def has_bf16(self) -> bool:
+        """Whether the CPU computes in bfloat16 natively (x86: AVX512_BF16 or AMX; Arm: BF16)."""
+        return bool({"avx512_bf16", "amx_bf16", "bf16"} & set(self.flags))
+
 
 @cache
 def cpu() -> Cpu:

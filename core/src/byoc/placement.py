@@ -80,6 +80,31 @@ class _Unrunnable(Exception):
     """onnxruntime itself fails on the measurement inputs."""
 
 
+def precision_error(got: list[Any], want: list[Any]) -> float:
+    """How far reduced-precision outputs are from fp32 ones: per output, the largest
+    difference over the largest magnitude of the fp32 output; infinite when shapes, integer
+    values, or where NaN and infinities stand differ."""
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            return math.inf
+        if w.dtype.kind != "f":
+            if not np.array_equal(g, w):
+                return math.inf
+            continue
+        finite = np.isfinite(w)
+        if not np.array_equal(np.isfinite(g), finite) or not np.array_equal(
+            np.isnan(g), np.isnan(w)
+        ):
+            return math.inf
+        if finite.any():
+            scale = max(float(np.max(np.abs(w[finite]))), float(np.finfo(np.float32).tiny))
+            diff = np.abs(g[finite].astype(np.float64) - w[finite].astype(np.float64))
+            worst = max(worst, float(np.max(diff)) / scale)
+    return worst
+
+
 def _saved_ms(m: Measurement) -> float:
     """What running a partition on its backend saves against onnxruntime, per run."""
     return m.onnxruntime_ms - m.call_ms - m.backend_ms
@@ -119,6 +144,13 @@ class Placer:
         self.vetoes = vetoes if vetoes is not None else {}
         self._keys: dict[int, tuple[Partition, str]] = {}  # id(unit) -> (unit, key)
         self.feeds: dict[str, Any] | None = None  # the measurement inputs, once decided
+        self.options: dict[str, dict[str, Any]] = {}  # partition key -> the options it runs with
+        if cfg.compile["precision"] != "fp32" and not host.cpu().has_bf16():
+            warnings.warn(
+                f'[compile] precision = "{cfg.compile["precision"]}": this CPU has neither '
+                "AVX512_BF16 nor AMX; every partition computes in fp32",
+                stacklevel=4,
+            )
         self._call_ms: float | None = None
 
     def decide(self, inputs: Mapping[str, Any] | None) -> Plan:
@@ -151,7 +183,8 @@ class Placer:
                 stacklevel=3,
             )
         self.feeds = feeds
-        return self._placed(Placement(mode, tried if self.measured_mode else failed))
+        noted = [m for m in tried if m.failure is None and m.precision_note]
+        return self._placed(Placement(mode, tried if self.measured_mode else failed + noted))
 
     def verify(self, compiled: CompiledModel) -> Plan | None:
         """Measured placement's last word on the built model: None to keep it, or the plan
@@ -236,33 +269,74 @@ class Placer:
 
     def _verdict(self, unit: Partition, key: str, trial: _Trial) -> Measurement:
         """Compile a partition and run it once; a failure (or, measured, a difference from
-        onnxruntime) returns it untimed; else, measured, its timing (cached) decides."""
-        failure: str | None
-        made: tuple[Any, Any] | None
+        onnxruntime) returns it untimed; else, measured, its timing (cached) decides. With
+        ``[compile] precision``, the backend's reduced-precision options are tried first and
+        kept if the outputs stay within ``precision_tolerance``; else it runs in fp32."""
+        precision, note = "fp32", ""
+        made: tuple[Any, Any] | None = None
+        unit.options = self._reduced(unit)
+        if unit.options:
+            wanted, tol = self.cfg.compile["precision"], self.cfg.compile["precision_tolerance"]
+            made, failure, error = self._try(unit, key, trial, exact=False)
+            if failure is None and error <= tol:
+                precision, note = wanted, f"in {wanted}: error {error:.2g} <= {tol:g}"
+            else:
+                why = failure or f"error {error:.2g} > [compile] precision_tolerance {tol:g}"
+                note = f"in fp32: {wanted} {why}"
+                unit.options, made = {}, None
+        failure = None
+        if made is None:
+            made, failure, _ = self._try(unit, key, trial, exact=True)
+        nodes = list(unit.nodes)
+        if failure is not None:
+            m = Measurement(unit.name, unit.backend, nodes, 0.0, 0.0, False, failure=failure)
+        elif not self.measured_mode:
+            m = Measurement(unit.name, unit.backend, nodes, 0.0, 0.0, True)
+        else:
+            timed = key if precision == "fp32" else f"{key}-{precision}"
+            m = self._cached(timed) or self._time(unit, made[1], trial)  # type: ignore[index]
+            if not m.cached:
+                self.cache.put(timed, m)
+        self.options[key] = dict(unit.options)
+        m.precision, m.precision_note = precision, note
+        return m
+
+    def _try(
+        self, unit: Partition, key: str, trial: _Trial, *, exact: bool
+    ) -> tuple[tuple[Any, Any] | None, str | None, float]:
+        """Compile the partition (with its options) and run it once: what was made, why it is
+        not to be trusted (``_run_once``; for a reduced precision, only a failure), and (for a
+        reduced precision) its ``precision_error``."""
+        table = {**self.tables[unit.backend], **unit.options}
         try:
-            made = compile_unit(self.reg, unit.backend, unit, self.tables[unit.backend])
+            made = compile_unit(self.reg, unit.backend, unit, table)
         except (NodesRefused, ConfigError):
             raise
         except ByocError as exc:
-            if self.cfg.backends is not None:  # named in `backends`: it must work
+            if exact and self.cfg.backends is not None:  # named in `backends`: it must work
                 raise
-            made, failure = None, f"failed to compile ({exc})"
-        else:
-            self.built[key] = made
+            return None, f"failed to compile ({exc})", math.inf
+        if exact:
             failure = self._run_once(unit, made[1], trial)
-        if failure is not None:
+            error = 0.0
+        else:
+            try:
+                got = results_of(unit, made[1].run(list(trial.args)))
+                failure, error = None, precision_error(got, trial.outputs)
+            except Exception as exc:
+                failure, error = f"failed ({type(exc).__name__}: {exc})", math.inf
+        if failure is None:
+            self.built[key] = made
+        else:
             self.built.pop(key, None)
-            return Measurement(
-                unit.name, unit.backend, list(unit.nodes), 0.0, 0.0, False, failure=failure
-            )
-        if not self.measured_mode:
-            return Measurement(unit.name, unit.backend, list(unit.nodes), 0.0, 0.0, True)
-        m = self._cached(key)
-        if m is None:
-            assert made is not None
-            m = self._time(unit, made[1], trial)
-            self.cache.put(key, m)
-        return m
+        return made, failure, error
+
+    def _reduced(self, unit: Partition) -> dict[str, Any]:
+        """The backend's options for ``[compile] precision`` on this CPU, or none."""
+        wanted = self.cfg.compile["precision"]
+        if wanted == "fp32" or not host.cpu().has_bf16():
+            return {}
+        return dict(self.reg.backends[unit.backend].precisions.get(wanted, {}))
 
     def _run_once(self, unit: Partition, runtime: Any, trial: _Trial) -> str | None:
         """Why the partition's one run on the measurement inputs is not to be trusted, if it
@@ -330,6 +404,8 @@ class Placer:
         return self._placed(placement)
 
     def _placed(self, placement: Placement) -> Plan:
+        for unit in self.plan.partitions:  # the precision each was decided in
+            unit.options = self.options.get(self._key(unit), {})
         self.plan.placement = placement
         return self.plan
 

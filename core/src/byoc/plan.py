@@ -41,6 +41,9 @@ class Partition:
     outputs: list[str]
     model: onnx.ModelProto
     composites: list[Composite] = field(default_factory=list)
+    # backend options for this partition alone, over the backend's table: the reduced
+    # precision placement chose for it ({"fpmath": "bf16"}), carried into a .byoc file
+    options: dict[str, Any] = field(default_factory=dict)
 
     @cached_property
     def graph(self) -> Graph:
@@ -104,6 +107,8 @@ class Measurement:
     measured_at: float = 0.0  # time.time() when timed: an unclear verdict is timed again later
     failure: str | None = None  # why it was not timed: it failed or differed from onnxruntime
     margin: float = 0.0  # the [compile] margin it was judged with
+    precision: str = "fp32"  # what it computes in ([compile] precision)
+    precision_note: str = ""  # its reduced-precision error, or why it stayed fp32
 
     def needed_ms(self) -> float:
         """The most the backend may take to be kept: onnxruntime's time less the session call
@@ -138,9 +143,10 @@ class Measurement:
             f"kept at <= {self.needed_ms():.3g} ms: onnxruntime's time{call} less the "
             f"{self.margin:.0%} margin"
         )
+        note = f"; {self.precision_note}" if self.precision_note else ""
         return (
             f"{verdict}: {self.backend_ms:.3g} ms on {self.backend} vs "
-            f"{self.onnxruntime_ms:.3g} ms on onnxruntime ({terms}{self.spread()})"
+            f"{self.onnxruntime_ms:.3g} ms on onnxruntime ({terms}{self.spread()}){note}"
             + (" (cached)" if self.cached else "")
         )
 
@@ -158,6 +164,8 @@ class Measurement:
             "verdict": "kept" if self.kept else "returned",
             "cached": self.cached,
             "failure": self.failure,
+            "precision": self.precision,
+            "precision_note": self.precision_note,
         }
 
 

@@ -46,6 +46,9 @@ class Backend:
     # Its kernels follow ONNX on finite numbers only (oneDNN's max-based Relu maps NaN to 0): a
     # partition whose inputs hold NaN or +-inf runs on onnxruntime ([fallback] nonfinite_inputs).
     finite_only: bool = False
+    # Reduced precisions it offers ([compile] precision), as overrides of its options, e.g.
+    # dnnl's {"bf16": {"fpmath": "bf16"}}: placement tries each partition with them.
+    precisions: dict[str, dict[str, Any]] = field(default_factory=dict)
     # Option keys of the machine that runs the model (toolchain, paths): never in a .byoc file.
     local_options: frozenset[str] = frozenset()
     _reason: list[str | None] = field(default_factory=list, repr=False)

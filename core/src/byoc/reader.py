@@ -134,11 +134,12 @@ def load(
                     reg, FALLBACK, onnx_bytes, f"{where}: unit {unit['name']}", False
                 )
                 model = onnx.load_from_string(model)
-            table = manifest.tables[unit["backend"]]
+            table = {**manifest.tables[unit["backend"]], **manifest.options(reg, unit)}
             runtime = create_runtime(reg, unit["backend"], unit["name"], artifact, table)
             part = Partition(
                 unit["name"], unit["backend"], [], unit["inputs"], unit["outputs"], model
             )
+            part.options = manifest.options(reg, unit)
             steps.append(Step(part, artifact, runtime))
         constants = {
             c["name"]: _constant(reader.read_entry(c), c, where) for c in manifest.constants
@@ -532,6 +533,8 @@ class Manifest:
             raise self._bad(f"unit '{entry['name']}' has no outputs")
         if "onnx" in entry:
             self._member(entry["onnx"], f"{key}.onnx")
+        if not isinstance(entry.setdefault("options", {}), dict):
+            raise self._bad(f"'{key}.options' must be a table")
         return entry
 
     def _check_flow(self) -> None:
@@ -566,6 +569,23 @@ class Manifest:
     def members(self) -> list[str]:
         out = [u["member"] for u in self.units] + [c["member"] for c in self.constants]
         return out + [u["onnx"]["member"] for u in self.units if "onnx" in u]
+
+    def options(self, reg: Registry, unit: dict[str, Any]) -> dict[str, Any]:
+        """A unit's own settings (its precision), checked as the backend's options are: only
+        options the file may carry, each of its type and allowed values."""
+        given = unit["options"]
+        if not given:
+            return {}
+        backend = reg.backends[unit["backend"]]
+        carried = {k: v for k, v in backend.options.items() if k not in backend.local_options}
+        unknown = sorted(set(given) - set(carried))
+        if unknown:
+            raise self._bad(f"unit '{unit['name']}' sets {', '.join(unknown)}, not its options")
+        try:
+            table = _check_table(dict(given), carried, f"units.{unit['name']}", self.where)
+        except ConfigError as exc:
+            raise ArtifactError(str(exc)) from None
+        return {k: table[k] for k in given}
 
     def check_backends(self, reg: Registry, local: Config) -> None:
         """Every backend the units use is installed and available; fill in their tables: the
