@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 STAMP := $(VENV)/.byoc-installed
 
-.PHONY: demo test lint clean
+.PHONY: demo test lint clean export-models
 
 $(STAMP): pyproject.toml core/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -27,6 +27,11 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+
+# bench/exported_models.py: models exported from PyTorch, for bench/zoo.py. torch never goes into
+# .venv: the script makes a venv of its own, user_cache_dir("byoc")/export-venv (about 6 GB).
+export-models: $(STAMP)
+	$(PY) bench/exported_models.py
 
 clean:
 	rm -rf $(VENV)

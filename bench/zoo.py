@@ -52,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from machine import machine, print_machine
+from roofline import achieved, count_flops, peak
 from zoo_models import zoo
 
 CONFIGS = {
@@ -300,7 +301,27 @@ def describe(cell: dict[str, Any]) -> str:
             if cell.get("ov_ratio")
             else ""
         )
+        + (
+            f"; {cell['gflop']:.3f} GFLOP: onnxruntime {cell['ort_gflops']:.1f} GFLOP/s "
+            f"({cell['ort_peak']:.0%} of peak), byoc {cell['byoc_gflops']:.1f} GFLOP/s "
+            f"({cell['byoc_peak']:.0%})"
+            if cell.get("gflop")
+            else ""
+        )
     )
+
+
+def roofline(cells: list[dict[str, Any]]) -> list[str]:
+    """Per cell: the model's FLOPs, then each engine's GFLOP/s and its share of the peak."""
+    lines = ["", "roofline: GFLOP a run; GFLOP/s and share of the fp32 peak (peak: above)"]
+    for c in cells:
+        if c.get("gflop"):
+            lines.append(
+                f"{c['model']:20s} {c['config']:11s} {c['gflop']:8.3f} GFLOP   onnxruntime "
+                f"{c['ort_gflops']:6.1f} ({c['ort_peak']:4.0%})   byoc {c['byoc_gflops']:6.1f} "
+                f"({c['byoc_peak']:4.0%})"
+            )
+    return lines if len(lines) > 2 else []
 
 
 def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) -> list[str]:
@@ -424,6 +445,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(f"{k + ':':10s}{v}" for k, v in data["machine"].items()))
         names = list(dict.fromkeys(c["model"] for c in cells))
         print("\n".join(table(cells, names, list(dict.fromkeys(c["config"] for c in cells)))))
+        print("\n".join(roofline(cells)))
         return 0
     everything = zoo()
     if args.list:
@@ -434,6 +456,9 @@ def main(argv: list[str] | None = None) -> int:
     configs = select(list(CONFIGS), args.configs, "config")
     info = machine()
     print_machine(info)
+    fp32_peak = peak()  # measured once per host, cached
+    info["peak"] = fp32_peak.describe()
+    print(f"{'peak:':10s}{info['peak']}")
     print(
         f"settings: rounds {args.rounds}, blocks {args.blocks} x {args.block} s, gap "
         f"{args.gap} s, warmup {args.warmup}, placement {args.placement or 'default'}",
@@ -449,11 +474,20 @@ def main(argv: list[str] | None = None) -> int:
             cells += [{"model": name, "config": c, "error": reason} for c in configs]
             print(f"{name}: {reason}", file=sys.stderr, flush=True)
             continue
+        flops = count_flops(path, model.shapes).total
         for config in configs:
-            cells.append(measure(model, path, config, args))
+            cell = measure(model, path, config, args)
+            if "error" not in cell and flops:
+                cell["gflop"] = flops / 1e9
+                for engine in ("ort", "byoc"):
+                    ms = statistics.median(cell[f"{engine}_ms"])
+                    gflops, share = achieved(flops, ms, fp32_peak.gflops)
+                    cell[f"{engine}_gflops"], cell[f"{engine}_peak"] = gflops, share
+            cells.append(cell)
             print(describe(cells[-1]), file=sys.stderr, flush=True)
     print()
     print("\n".join(table(cells, models, configs)))
+    print("\n".join(roofline(cells)))
     print("load average now " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.json:
         settings = {k: v for k, v in vars(args).items() if k not in ("json", "list")}

