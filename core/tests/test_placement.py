@@ -213,6 +213,19 @@ def test_search_gives_a_region_to_the_backend_that_saves_most(install, fake_cloc
     assert backends_of(byoc.compile(model(), greedy)) == ["first", "onnxruntime"]
 
 
+def test_a_region_the_search_chose_is_closed_to_every_other_backend(install, fake_clock):
+    """A backend with no winning candidate there (third: too slow) does not claim part of the
+    chosen region again: its nodes carry the search's reason for every other backend."""
+    first, second = Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3)
+    install(first, second, Plugin("third", 5, fake_ms=1.5))
+    config = {"backends": ["first", "third", "second"], **MEASURED}  # in priority order
+    compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["second", "onnxruntime"]
+    reasons = dict(compiled.plan.decisions["r"].refusals)
+    assert reasons["third"] == "search: second_0 saves 0.7 ms on second"
+    assert [m.backend for m in compiled.plan.placement.measurements].count("third") == 1
+
+
 def test_search_keeps_the_priority_plan_when_it_is_as_good(install, fake_clock):
     install(Plugin("first", 9, fake_ms=0.5), Plugin("second", 1, fake_ms=0.495))
     compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})

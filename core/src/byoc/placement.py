@@ -110,13 +110,12 @@ def _saved_ms(m: Measurement) -> float:
     return m.onnxruntime_ms - m.call_ms - m.backend_ms
 
 
-def _lost_search(m: Measurement, winner: Measurement | None) -> str:
-    """Why the search took a node from the candidate ``m``."""
-    mine = f"{m.partition} saves {_saved_ms(m):.3g} ms on {m.backend}"
+def _lost_search(winner: Measurement | None, m: Measurement | None = None) -> str:
+    """Why the search took a node from a backend (from its candidate ``m``, if it had one)."""
+    mine = f"; {m.partition} saves {_saved_ms(m):.3g} ms on {m.backend}" if m else ""
     if winner is None:
-        return f"search: onnxruntime runs it; {mine}, less than a candidate it overlaps"
-    theirs = f"{winner.partition} saves {_saved_ms(winner):.3g} ms on {winner.backend}"
-    return f"search: {theirs}; {mine}"
+        return f"search: onnxruntime runs it{mine}, less than a candidate it overlaps"
+    return f"search: {winner.partition} saves {_saved_ms(winner):.3g} ms on {winner.backend}{mine}"
 
 
 class Placer:
@@ -263,7 +262,11 @@ class Placer:
             for node in m.nodes:
                 winner = owner.get(node)
                 if winner is None or winner.backend != m.backend:
-                    self.vetoes.setdefault(node, {})[m.backend] = _lost_search(m, winner)
+                    self.vetoes.setdefault(node, {})[m.backend] = _lost_search(winner, m)
+        for node, winner in owner.items():  # a chosen region is its backend's alone
+            for name in self.tables:
+                if name != winner.backend:
+                    self.vetoes.setdefault(node, {}).setdefault(name, _lost_search(winner))
         self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
         return True
 
