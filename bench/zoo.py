@@ -147,8 +147,13 @@ def plain_openvino(path: str, shapes: dict[str, list[int]], inputs: dict[str, An
         },
     )
     request = compiled.create_infer_request()
-    names = [next(iter(port.get_names())) for port in compiled.inputs]
-    feed = {name: inputs[name] for name in names}
+    # a port has several names (the input's, and those of tensors it aliases): the model's
+    feed = {}
+    for i, port in enumerate(compiled.inputs):
+        name = next((n for n in port.get_names() if n in inputs), None)
+        if name is None:
+            raise KeyError(f"OpenVINO input {i} ({sorted(port.get_names())}) is no model input")
+        feed[i] = inputs[name]
 
     def run() -> Any:
         return request.infer(feed)
@@ -250,7 +255,14 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
             ready = {}
             for engine in engines:  # one at a time: a compile measures on both cores
                 children[engine] = Child({**job, "engine": engine}, args.timeout)
-                ready[engine] = children[engine].reply(READY)
+                try:
+                    ready[engine] = children[engine].reply(READY)
+                except ChildError as exc:
+                    if engine != "ov":
+                        raise
+                    cell["ov_error"] = str(exc)  # the column only: byoc's cell still counts
+                    children.pop(engine).close()
+                    engines.remove(engine)
             cell.setdefault("compile_s", []).append(ready["byoc"]["load_s"])
             cell.update({k: ready["byoc"][k] for k in ("partitions", "steps", "placement")})
             slowest = max(r["warm_ms"] for r in ready.values())
@@ -301,6 +313,7 @@ def describe(cell: dict[str, Any]) -> str:
             if cell.get("ov_ratio")
             else ""
         )
+        + (f"; plain openvino failed: {cell['ov_error']}" if cell.get("ov_error") else "")
         + (
             f"; {cell['gflop']:.3f} GFLOP: onnxruntime {cell['ort_gflops']:.1f} GFLOP/s "
             f"({cell['ort_peak']:.0%} of peak), byoc {cell['byoc_gflops']:.1f} GFLOP/s "
