@@ -226,6 +226,17 @@ def test_a_region_the_search_chose_is_closed_to_every_other_backend(install, fak
     assert [m.backend for m in compiled.plan.placement.measurements].count("third") == 1
 
 
+def test_search_seconds_caps_the_search(install, fake_clock):
+    install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
+    config = {
+        "backends": ["first", "second"],
+        "compile": {**MEASURED["compile"], "search_seconds": 0},
+    }
+    with pytest.warns(UserWarning, match="the search stopped after"):
+        compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["first", "onnxruntime"]  # second was never timed
+
+
 def test_search_keeps_the_priority_plan_when_it_is_as_good(install, fake_clock):
     install(Plugin("first", 9, fake_ms=0.5), Plugin("second", 1, fake_ms=0.495))
     compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})

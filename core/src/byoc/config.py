@@ -131,6 +131,12 @@ COMPILE_KEYS: dict[str, Option] = {
         "measured placement with several backends: each backend also partitions the whole "
         "graph alone, and the partitions that save the most time win, whatever the priority",
     ),
+    "search_seconds": (
+        float,
+        60.0,
+        "measured placement: the most seconds the search spends timing other backends' "
+        "candidates in one compile (cached ones cost nothing); candidates left are skipped",
+    ),
     "remeasure_after": (
         float,
         7.0,
@@ -234,7 +240,7 @@ def _parse(data: dict[str, Any], source: str) -> Config:
 def _check_ranges(cfg: Config, source: str) -> None:
     """Numbers whose type is right but whose value no run can use."""
     keys = [("compare", "rtol"), ("compare", "atol"), ("compile", "remeasure_after")]
-    for table, key in [*keys, ("compile", "precision_tolerance")]:
+    for table, key in [*keys, ("compile", "precision_tolerance"), ("compile", "search_seconds")]:
         value = getattr(cfg, table)[key]
         if not math.isfinite(value) or value < 0:
             raise ConfigError(f"{source}: '{table}.{key}' must be a number >= 0, got {value}")

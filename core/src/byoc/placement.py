@@ -233,13 +233,20 @@ class Placer:
             return False
         current = [verdicts[self._key(u)] for u in self.plan.partitions]
         candidates = {id(m): m for m in current}
+        deadline = time.perf_counter() + self.cfg.compile["search_seconds"]
+        stopped = False
         for name in self.tables:
+            if stopped:
+                break
             plan = partition(self.source, self.ctx.alone(name), vetoes=self.vetoes)
             if not plan.partitions:
                 continue
             trials = self._reference(feeds, plan)
             for i, unit in enumerate(plan.partitions, start=1):
                 key = self._key(unit)
+                if key not in verdicts and time.perf_counter() > deadline:
+                    stopped = True
+                    break
                 if key not in verdicts:
                     if self.progress is not None:
                         self.progress(i, len(plan.partitions), f"searching: {unit.name}")
@@ -249,6 +256,13 @@ class Placer:
                         continue
                 if verdicts[key].kept:
                     candidates[id(verdicts[key])] = verdicts[key]
+        if stopped:
+            warnings.warn(
+                f"measured placement: the search stopped after [compile] search_seconds = "
+                f"{self.cfg.compile['search_seconds']:g}; candidates not yet timed were left out "
+                "(a compile with the cache filled times fewer)",
+                stacklevel=4,
+            )
         chosen: list[Measurement] = []
         owner: dict[str, Measurement] = {}
         for m in sorted(candidates.values(), key=_saved_ms, reverse=True):
