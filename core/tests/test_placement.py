@@ -99,6 +99,10 @@ def fake_clock(monkeypatch):
     def time_pair(first, second, args, threshold=None, **_):
         first(args), second(args)
         ms = first.__self__.fake_ms
+        if hasattr(second.__self__, "fake_ms"):  # two backends head to head
+            ratio = ms / second.__self__.fake_ms
+            interval = getattr(first.__self__, "contest", (ratio, ratio))
+            return placement.Timing(ms, second.__self__.fake_ms, interval, 8)
         return placement.Timing(ms, 1.0, (ms, ms), 8)
 
     def time_blocks(first, second, args, threshold=None, **_):
@@ -235,6 +239,19 @@ def test_search_seconds_caps_the_search(install, fake_clock):
     with pytest.warns(UserWarning, match="the search stopped after"):
         compiled = byoc.compile(model(), config)
     assert backends_of(compiled) == ["first", "onnxruntime"]  # second was never timed
+
+
+def test_a_newcomer_for_the_same_region_must_win_head_to_head(install, fake_clock):
+    """Measured against onnxruntime apart, second saves 10% more; timed head to head against
+    first on the same inputs its ratio stays unclear (0.85 to 1.02): first keeps the region,
+    so measuring again cannot flip it."""
+    first, second = Plugin("first", 9, fake_ms=0.5), Plugin("second", 1, fake_ms=0.4)
+    install(first, second)
+    config = {"backends": ["first", "second"], **MEASURED}
+    assert backends_of(byoc.compile(model(), config)) == ["second", "onnxruntime"]  # clear
+    second.runtime.contest = (0.85, 1.02)
+    config["compile"] = {**MEASURED["compile"], "remeasure": True}
+    assert backends_of(byoc.compile(model(), config)) == ["first", "onnxruntime"]
 
 
 def test_search_keeps_the_priority_plan_when_it_is_as_good(install, fake_clock):

@@ -233,6 +233,8 @@ class Placer:
             return False
         current = [verdicts[self._key(u)] for u in self.plan.partitions]
         candidates = {id(m): m for m in current}
+        made = {id(verdicts[self._key(u)]): (u, self._key(u)) for u in self.plan.partitions}
+        trial_of: dict[str, _Trial] = {}
         deadline = time.perf_counter() + self.cfg.compile["search_seconds"]
         stopped = False
         for name in self.tables:
@@ -256,6 +258,8 @@ class Placer:
                         continue
                 if verdicts[key].kept:
                     candidates[id(verdicts[key])] = verdicts[key]
+                    made.setdefault(id(verdicts[key]), (unit, key))
+                    trial_of[key] = trials[unit.name]
         if stopped:
             warnings.warn(
                 f"measured placement: the search stopped after [compile] search_seconds = "
@@ -264,11 +268,13 @@ class Placer:
                 stacklevel=4,
             )
         chosen: list[Measurement] = []
-        owner: dict[str, Measurement] = {}
+        taken: set[str] = set()
         for m in sorted(candidates.values(), key=_saved_ms, reverse=True):
-            if not any(n in owner for n in m.nodes):
+            if not any(n in taken for n in m.nodes):
                 chosen.append(m)
-                owner.update(dict.fromkeys(m.nodes, m))
+                taken.update(m.nodes)
+        chosen = [self._contest(m, current, made, trial_of) for m in chosen]
+        owner = {n: m for m in chosen for n in m.nodes}
         gain = sum(map(_saved_ms, chosen)) - sum(map(_saved_ms, current))
         if gain <= self.margin * sum(m.onnxruntime_ms for m in current) or gain <= 0:
             return False
@@ -283,6 +289,30 @@ class Placer:
                     self.vetoes.setdefault(node, {}).setdefault(name, _lost_search(winner))
         self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
         return True
+
+    def _contest(
+        self,
+        m: Measurement,
+        current: list[Measurement],
+        made: dict[int, tuple[Partition, str]],
+        trial_of: dict[str, _Trial],
+    ) -> Measurement:
+        """``m``, or the partition of the plan it would replace: a candidate for the same
+        region (same nodes and inputs) on another backend is timed head to head against it,
+        in turn on the same inputs, and replaces it only if clearly faster by the margin (a
+        near tie keeps the priority plan, on every compile)."""
+        rival = next((c for c in current if c is not m and set(c.nodes) == set(m.nodes)), None)
+        if rival is None or id(m) not in made or id(rival) not in made:
+            return m
+        (unit, key), (other, other_key) = made[id(m)], made[id(rival)]
+        mine, theirs = self.built.get(key), self.built.get(other_key)
+        if unit.inputs != other.inputs or mine is None or theirs is None or key not in trial_of:
+            return m
+        margin = self.margin
+        timing = time_pair(
+            mine[1].run, theirs[1].run, list(trial_of[key].args), lambda a, b: 1 - margin
+        )
+        return m if timing.interval[1] < 1 - margin else rival
 
     def _verdict(self, unit: Partition, key: str, trial: _Trial) -> Measurement:
         """Compile a partition and run it once; a failure (or, measured, a difference from
