@@ -9,6 +9,7 @@ import pytest
 from byoc import host, placement, plugins
 from byoc.explain import explain_text
 from byoc.testing.build import make_model, node
+from byoc.tolerance import precision_error
 
 X = np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4)
 
@@ -121,9 +122,7 @@ def test_a_cpu_without_bf16_says_so_and_computes_in_fp32(install):
 
 def test_precision_error_compares_to_the_output_range():
     want = [np.array([0.0, 10.0], np.float32), np.array([1, 2])]
-    assert placement.precision_error([want[0] + 0.05, want[1]], want) == pytest.approx(
-        0.005, rel=1e-4
-    )
-    assert placement.precision_error([want[0], np.array([1, 3])], want) == np.inf
+    assert precision_error([want[0] + 0.05, want[1]], want) == pytest.approx(0.005, rel=1e-4)
+    assert precision_error([want[0], np.array([1, 3])], want) == np.inf
     nan = [np.array([np.nan, 1.0], np.float32)]
-    assert placement.precision_error([np.array([0.0, 1.0], np.float32)], nan) == np.inf
+    assert precision_error([np.array([0.0, 1.0], np.float32)], nan) == np.inf

@@ -61,7 +61,7 @@ from byoc.pipeline import as_read, partition
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
-from byoc.tolerance import compare_arrays
+from byoc.tolerance import compare_arrays, precision_error
 from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
@@ -78,31 +78,6 @@ class _Trial:
 
 class _Unrunnable(Exception):
     """onnxruntime itself fails on the measurement inputs."""
-
-
-def precision_error(got: list[Any], want: list[Any]) -> float:
-    """How far reduced-precision outputs are from fp32 ones: per output, the largest
-    difference over the largest magnitude of the fp32 output; infinite when shapes, integer
-    values, or where NaN and infinities stand differ."""
-    worst = 0.0
-    for g, w in zip(got, want, strict=True):
-        g, w = np.asarray(g), np.asarray(w)
-        if g.shape != w.shape:
-            return math.inf
-        if w.dtype.kind != "f":
-            if not np.array_equal(g, w):
-                return math.inf
-            continue
-        finite = np.isfinite(w)
-        if not np.array_equal(np.isfinite(g), finite) or not np.array_equal(
-            np.isnan(g), np.isnan(w)
-        ):
-            return math.inf
-        if finite.any():
-            scale = max(float(np.max(np.abs(w[finite]))), float(np.finfo(np.float32).tiny))
-            diff = np.abs(g[finite].astype(np.float64) - w[finite].astype(np.float64))
-            worst = max(worst, float(np.max(diff)) / scale)
-    return worst
 
 
 def _saved_ms(m: Measurement) -> float:

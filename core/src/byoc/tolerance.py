@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -39,3 +41,28 @@ def compare_arrays(
     max_abs = float(np.max(diff))
     max_rel = float(np.max(diff / np.maximum(np.abs(np.where(both_nan, 1.0, w)), 1e-12)))
     return OutputReport(name, want.shape, max_abs, max_rel, ok)
+
+
+def precision_error(got: list[Any], want: list[Any]) -> float:
+    """How far reduced-precision outputs are from fp32 ones: per output, the largest
+    difference over the largest magnitude of the fp32 output; infinite when shapes, integer
+    values, or where NaN and infinities stand differ."""
+    worst = 0.0
+    for g, w in zip(got, want, strict=True):
+        g, w = np.asarray(g), np.asarray(w)
+        if g.shape != w.shape:
+            return math.inf
+        if w.dtype.kind != "f":
+            if not np.array_equal(g, w):
+                return math.inf
+            continue
+        finite = np.isfinite(w)
+        if not np.array_equal(np.isfinite(g), finite) or not np.array_equal(
+            np.isnan(g), np.isnan(w)
+        ):
+            return math.inf
+        if finite.any():
+            scale = max(float(np.max(np.abs(w[finite]))), float(np.finfo(np.float32).tiny))
+            diff = np.abs(g[finite].astype(np.float64) - w[finite].astype(np.float64))
+            worst = max(worst, float(np.max(diff)) / scale)
+    return worst
