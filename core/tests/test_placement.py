@@ -10,12 +10,14 @@ import time
 
 import byoc
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from byoc import placement, plugins
 from byoc.cli import main
 from byoc.explain import explain_text
 from byoc.testing.build import make_model, node
+from onnx.reference import ReferenceEvaluator
 
 MEASURED = {"compile": {"placement": "measured"}}
 X = np.array([[-1.0, 0.5, 2.0, -3.0]], np.float32)
@@ -228,6 +230,103 @@ def test_a_region_the_search_chose_is_closed_to_every_other_backend(install, fak
     reasons = dict(compiled.plan.decisions["r"].refusals)
     assert reasons["third"] == "search: second_0 saves 0.7 ms on second"
     assert [m.backend for m in compiled.plan.placement.measurements].count("third") == 1
+
+
+class Evaluated:
+    """Runs a partition's model (onnx's reference evaluator); the fake clock says it takes
+    ``fake_ms``."""
+
+    def __init__(self, model: onnx.ModelProto, fake_ms: float) -> None:
+        self.session, self.fake_ms = ReferenceEvaluator(model), fake_ms
+        self.names = [i.name for i in model.graph.input]
+
+    def run(self, inputs):
+        return self.session.run(None, dict(zip(self.names, inputs, strict=True)))
+
+
+class Pieces(Plugin):
+    """A test backend claiming ``ops``; a partition of n nodes takes ``ms[n]`` by the fake
+    clock, other sizes 5 ms (a backend that is slow on a fragment and fast on the region
+    around it)."""
+
+    def __init__(self, name: str, priority: int, ops: list[str], ms: dict[int, float]):
+        super().__init__(name, priority)
+        self.ops, self.ms = ops, ms
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend, config):
+        return dict.fromkeys(self.ops) if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend, partition, config):
+        return partition.model.SerializeToString() if backend == self.name else None
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        if backend != self.name:
+            return None
+        model = onnx.load_from_string(bytes(artifact))
+        return Evaluated(model, self.ms.get(len(model.graph.node), 5.0))
+
+
+def test_a_piece_that_lost_does_not_hide_the_region_around_it(install, fake_clock):
+    """By priority, first takes Neg and second only the Relu after it, which loses alone (2
+    ms); the search still offers second the whole region, where it saves the most (whisper on
+    dnnl and OpenVINO: OpenVINO's fragments lost, OpenVINO on the whole model won)."""
+    install(
+        Pieces("first", 9, ["Neg"], {1: 0.5}),
+        Pieces("second", 1, ["Neg", "Relu"], {1: 2.0, 2: 0.1}),
+    )
+    config = {"backends": ["first", "second"], **MEASURED}
+    compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["second", "onnxruntime"]
+    assert [p.nodes for p in compiled.plan.partitions] == [["n", "r"]]
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    greedy = {**config, "compile": {**MEASURED["compile"], "search": False}}
+    assert backends_of(byoc.compile(model(), greedy)) == ["first", "onnxruntime"]
+
+
+def test_two_fast_pieces_split_by_onnxruntime_lose_to_one_medium_region(install, fake_clock):
+    """Each partition is charged the onnxruntime session call its return would save. At 0.1
+    ms a call, first's two pieces around a Sigmoid it cannot run save 2 x (1 - 0.1 - 0.4) = 1
+    ms against 1 - 0.1 - 0.2 = 0.7 for second's one partition of all three nodes; at 0.5 ms,
+    0.2 against 0.3 ms: one medium region beats two fast pieces."""
+    chain = make_model(
+        [node("Neg", ["x"], ["n"]), node("Sigmoid", ["n"], ["s"]), node("Relu", ["s"], ["y"])],
+        {"x": [1, 4]},
+        ["y"],
+    )
+    install(
+        Pieces("first", 9, ["Neg", "Relu"], {1: 0.4}),
+        Pieces("second", 1, ["Neg", "Sigmoid", "Relu"], {3: 0.2}),
+    )
+    config = {"backends": ["first", "second"], **MEASURED}
+    fake_clock["call"] = 0.1
+    assert backends_of(byoc.compile(chain, config)) == ["first", "onnxruntime", "first"]
+    fake_clock["call"] = 0.5
+    compiled = byoc.compile(chain, {**config, "compile": {**config["compile"], "remeasure": True}})
+    assert backends_of(compiled) == ["second"]
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], 1 / (1 + np.exp(X)), rtol=1e-6)
+
+
+def test_the_search_never_makes_a_cycle(install, fake_clock):
+    """first runs Neg and Add fast, but Relu sits between them (n -> Relu -> Add, and n ->
+    Add): one partition of Neg and Add would need its own output back. The search's choice
+    is cut acyclically, and the model gives onnxruntime's answer."""
+    diamond = make_model(
+        [node("Neg", ["x"], ["n"]), node("Relu", ["n"], ["r"]), node("Add", ["n", "r"], ["y"])],
+        {"x": [1, 4]},
+        ["y"],
+    )
+    install(
+        Pieces("first", 9, ["Neg", "Add"], {1: 0.3, 2: 0.3}),
+        Pieces("second", 1, ["Relu"], {1: 0.5}),
+    )
+    compiled = byoc.compile(diamond, {"backends": ["first", "second"], **MEASURED})
+    assert backends_of(compiled) == ["first", "second", "first"]
+    order = [n for p in compiled.plan.partitions for n in p.nodes]
+    assert order == ["n", "r", "y"]
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], -X + np.maximum(-X, 0), rtol=1e-6)
 
 
 def test_search_seconds_caps_the_search(install, fake_clock):

@@ -16,7 +16,8 @@ asks ``Placer.verify`` whether the built model stays. For the plan it is given, 
    graph is re-cut into as few onnxruntime sessions as acyclicity allows), until every
    partition is kept;
 4b. (measured, several backends, ``[compile] search``) searches: each backend partitions the
-   whole graph alone, its winning partitions join the plan's as candidates, the candidates
+   whole graph alone (its own pieces' timing losses do not veto it there), its winning
+   partitions join the plan's as candidates, the candidates
    that save the most are taken greedily without overlap, and if they beat the plan by the
    margin the other candidates' nodes are vetoed for their backends and step 4 runs again;
 5. (``verify``) runs the built model once and times it against plain onnxruntime on the whole
@@ -66,6 +67,7 @@ from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
 CACHE_VERSION = 5
+WHOLE_BUDGET = (4.0, 15.0)  # seconds for the whole-model check: room for ~6 rounds, within these
 
 
 class _Trial:
@@ -116,6 +118,7 @@ class Placer:
         self.cache = MeasurementCache()
         self.built: dict[str, tuple[Any, Any]] = {}  # partition key -> (artifact, runtime)
         self.vetoes = vetoes if vetoes is not None else {}
+        self.slower: dict[str, set[str]] = {}  # node -> backends a partition of it lost on
         self._keys: dict[int, tuple[Partition, str]] = {}  # id(unit) -> (unit, key)
         self.feeds: dict[str, Any] | None = None  # the measurement inputs, once decided
         self.options: dict[str, dict[str, Any]] = {}  # partition key -> the options it runs with
@@ -195,6 +198,8 @@ class Placer:
             for m in losers:
                 for node in m.nodes:
                     self.vetoes.setdefault(node, {})[m.backend] = m.summary()
+                    if m.failure is None:
+                        self.slower.setdefault(node, set()).add(m.backend)
             self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
 
     def _search(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
@@ -215,7 +220,7 @@ class Placer:
         for name in self.tables:
             if stopped:
                 break
-            plan = partition(self.source, self.ctx.alone(name), vetoes=self.vetoes)
+            plan = partition(self.source, self.ctx.alone(name), vetoes=self._unbeaten(name))
             if not plan.partitions:
                 continue
             trials = self._reference(feeds, plan)
@@ -259,11 +264,22 @@ class Placer:
                 if winner is None or winner.backend != m.backend:
                     self.vetoes.setdefault(node, {})[m.backend] = _lost_search(winner, m)
         for node, winner in owner.items():  # a chosen region is its backend's alone
+            self.vetoes.get(node, {}).pop(winner.backend, None)  # a smaller piece's loss
             for name in self.tables:
                 if name != winner.backend:
                     self.vetoes.setdefault(node, {}).setdefault(name, _lost_search(winner))
         self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
         return True
+
+    def _unbeaten(self, backend: str) -> dict[str, dict[str, str]]:
+        """The vetoes for ``backend``'s search candidates: all but its partitions' timing
+        losses, since a piece that lost alone says nothing of the larger region around it
+        (whisper: OpenVINO's fragments between dnnl's lost, OpenVINO on the whole model wins)."""
+        lost = {node for node, by in self.slower.items() if backend in by}
+        return {
+            node: {b: r for b, r in by.items() if b != backend or node not in lost}
+            for node, by in self.vetoes.items()
+        }
 
     def _contest(
         self,
@@ -536,7 +552,9 @@ class Placer:
         turns, so the two are timed in blocks, each block's first runs discarded."""
         nodes = [n for p in compiled.plan.partitions for n in p.nodes]  # type: ignore[union-attr]
         try:
+            start = time.perf_counter()
             compiled.run(feeds)
+            once = time.perf_counter() - start
         except Exception as exc:  # each partition ran alone, but not all of them together
             failure = f"failed on the measurement inputs ({type(exc).__name__}: {exc})"
             return Measurement("the compiled model", "byoc", nodes, 0, 0, False, failure=failure)
@@ -549,8 +567,13 @@ class Placer:
         plain = compile_unit(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
         args = [feeds[n] for n in plain.input_names]
         margin = self.margin
+        per_round = 2 * max(7 * once, 2 * once + 0.15)  # two blocks: 2 warm-up + >= 5 runs
         timing = time_blocks(
-            lambda _: compiled.run(feeds), plain.run, args, lambda a, b: 1 - margin
+            lambda _: compiled.run(feeds),
+            plain.run,
+            args,
+            lambda a, b: 1 - margin,
+            budget=min(WHOLE_BUDGET[1], max(WHOLE_BUDGET[0], 6 * per_round)),
         )
         del plain  # its threads stop with it
         m = self._judged("the compiled model", "byoc", nodes, timing)
