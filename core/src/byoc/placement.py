@@ -129,6 +129,7 @@ class Placer:
                 stacklevel=4,
             )
         self._call_ms: float | None = None
+        self.shown: dict[str, Measurement] = {}
 
     def decide(self, inputs: Mapping[str, Any] | None) -> Plan:
         """The plan to build: every backend partition checked (and, measured, timed and
@@ -149,6 +150,8 @@ class Placer:
             self._settle(feeds, verdicts)
             if self.measured_mode and self._search(feeds, verdicts):
                 self._settle(feeds, verdicts)
+            for key, m in self.shown.items():  # a cached search's candidates, for explain
+                verdicts.setdefault(key, m)
         except _Unrunnable as exc:  # the model itself fails on these inputs
             return self._unchecked(f"onnxruntime fails on the measurement inputs ({exc})")
         tried = list(verdicts.values())
@@ -211,6 +214,25 @@ class Placer:
         whether it changed the plan ([compile] search)."""
         if not self.cfg.compile["search"] or len(self.tables) < 2:
             return False
+        search_key = self._search_key()
+        known = self._cached_search(search_key)
+        if known is not None:
+            return known
+        before = set(verdicts)
+        changed, stopped = self._search_anew(feeds, verdicts)
+        if not stopped:
+            entry = {
+                "vetoes": self.vetoes if changed else None,
+                "candidates": sorted(set(verdicts) - before),
+                "measured_at": time.time(),
+            }
+            self.cache.put_json(search_key, entry)
+        return changed
+
+    def _search_anew(
+        self, feeds: dict[str, Any], verdicts: dict[str, Measurement]
+    ) -> tuple[bool, bool]:
+        """The search itself: whether it changed the plan, and whether it stopped early."""
         current = [verdicts[self._key(u)] for u in self.plan.partitions]
         candidates = {id(m): m for m in current}
         made = {id(verdicts[self._key(u)]): (u, self._key(u)) for u in self.plan.partitions}
@@ -245,7 +267,7 @@ class Placer:
                 f"measured placement: the search stopped after [compile] search_seconds = "
                 f"{self.cfg.compile['search_seconds']:g}; candidates not yet timed were left out "
                 "(a compile with the cache filled times fewer)",
-                stacklevel=4,
+                stacklevel=5,
             )
         chosen: list[Measurement] = []
         taken: set[str] = set()
@@ -257,7 +279,7 @@ class Placer:
         owner = {n: m for m in chosen for n in m.nodes}
         gain = sum(map(_saved_ms, chosen)) - sum(map(_saved_ms, current))
         if gain <= self.margin * sum(m.onnxruntime_ms for m in current) or gain <= 0:
-            return False
+            return False, stopped
         for m in candidates.values():
             for node in m.nodes:
                 winner = owner.get(node)
@@ -268,6 +290,50 @@ class Placer:
             for name in self.tables:
                 if name != winner.backend:
                     self.vetoes.setdefault(node, {}).setdefault(name, _lost_search(winner))
+        self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
+        return True, stopped
+
+    def _search_key(self) -> str:
+        """What a search's outcome depends on: the model, every backend (version, build,
+        settings), the fallback, the host, the decision's settings and the vetoes so far."""
+        backends = {
+            name: [self.reg.backends[name].version, self.reg.backends[name].build(), table]
+            for name, table in self.tables.items()
+        }
+        c = self.cfg.compile
+        head = {
+            "cache": CACHE_VERSION,
+            "search": backends,
+            "fallback": _quiet(self.cfg.fallback),
+            "host": host_id(),
+            "decide": [c["margin"], c["precision"], c["precision_tolerance"]],
+            "vetoes": self.vetoes,
+        }
+        digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode())
+        digest.update(self.source.SerializeToString(deterministic=True))
+        return f"search-{digest.hexdigest()}"
+
+    def _cached_search(self, key: str) -> bool | None:
+        """A search done before on the same model and settings: its vetoes applied (whether
+        the plan changed), its candidates' cached timings kept for ``explain``; None to search
+        (none cached, [compile] remeasure, or older than remeasure_after days). Each partition
+        of the plan it leads to is still checked and run once, as every cached verdict is."""
+        entry = None if self.cfg.compile["remeasure"] else self.cache.get_json(key)
+        try:
+            age = (time.time() - float(entry["measured_at"])) / 86400  # type: ignore[index]
+            vetoes, candidates = entry["vetoes"], list(entry["candidates"])  # type: ignore[index]
+        except (TypeError, KeyError, ValueError):
+            return None
+        if age >= self.cfg.compile["remeasure_after"] or not isinstance(vetoes, dict | None):
+            return None
+        for key_ in map(str, candidates):
+            m = self._cached(key_)
+            if m is not None:
+                self.shown[key_] = m
+        if vetoes is None:
+            return False
+        self.vetoes.clear()  # in place: the compile's own dict (codegen refusals join it)
+        self.vetoes.update(vetoes)
         self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
         return True
 
@@ -776,9 +842,8 @@ class MeasurementCache:
 
     def get(self, key: str) -> Measurement | None:
         try:
-            data = json.loads((self.root / f"{key}.json").read_text())
-            m = Measurement(**data)
-        except (OSError, ValueError, TypeError):
+            m = Measurement(**self.get_json(key))
+        except TypeError:
             return None
         times = (m.backend_ms, m.onnxruntime_ms, m.call_ms)
         if not all(isinstance(t, int | float) and t >= 0 for t in times):
@@ -786,8 +851,17 @@ class MeasurementCache:
         m.cached = True
         return m
 
+    def get_json(self, key: str) -> Any:
+        """The JSON stored under ``key``; None when missing or damaged."""
+        try:
+            return json.loads((self.root / f"{key}.json").read_text())
+        except (OSError, ValueError):
+            return None
+
     def put(self, key: str, m: Measurement) -> None:
-        data = {k: v for k, v in vars(m).items() if k != "cached"}
+        self.put_json(key, {k: v for k, v in vars(m).items() if k != "cached"})
+
+    def put_json(self, key: str, data: Any) -> None:
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.root, suffix=".tmp")
