@@ -61,3 +61,19 @@ def test_the_guard_is_a_choice_and_a_saved_file_keeps_it(p1, tmp_path):
     loaded = byoc.load(saved)
     assert [s.guarded for s in loaded.steps] == [True]
     assert np.isnan(loaded.run({"x": x})[OUT]).all()
+
+
+def test_huge_finite_inputs_stay_on_dnnl(p1, recwarn):
+    """An input whose sum overflows float32 (the dynamo exporter's attention masks hold
+    -3.4e38) is still finite: the partition runs on dnnl, and nothing warns."""
+    path, _ = p1
+    compiled = byoc.compile(path, config())
+    (step,) = compiled.steps
+    x = np.random.default_rng(0).random(SHAPES["x"], dtype=np.float32)
+    x[0, 0, :4] = np.finfo(np.float32).max
+    compiled.run({"x": x})
+    assert step._fallback is None  # never made: onnxruntime did not run it
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    x[0, 0, 0, 0] = np.inf
+    compiled.run({"x": x})
+    assert step._fallback is not None
