@@ -130,6 +130,82 @@ def test_int64_values_from_outside_and_tiny_divisors_are_refused() -> None:
     assert plan.decisions["r"].backend == "openvino"  # divided by a square root: safe
 
 
+def _onnxruntime(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> dict[str, Any]:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in session.get_outputs()]
+    return dict(zip(names, session.run(names, inputs), strict=True))
+
+
+def test_int8_products_are_exact_at_any_size() -> None:
+    """MatMulInteger and ConvInteger of int8 weights with zero point 0 (onnxruntime's dynamic
+    quantization) run in OpenVINO's int8 kernels, exact far above 2**24, and so do the Casts
+    to float that read them; with uint8 weights of zero point 136 OpenVINO goes through
+    float32 (33 off on these inputs, near 2.7e7), so those stay on onnxruntime."""
+    k, rng = 1024, np.random.default_rng(0)
+    w = rng.integers(-128, 128, (k, 8)).astype(np.int8)
+    w[:, 0] = -128
+    float32 = onnx.TensorProto.FLOAT
+    model = make_model(
+        [
+            node("MatMulInteger", ["a", "w", "za", "zw"], "p"),
+            node("Cast", ["p"], "pf", to=float32),
+            node("MatMulInteger", ["a", "u", "za", "zu"], "q"),
+            node("Cast", ["q"], "qf", to=float32),
+            node("ConvInteger", ["x", "cw", "za", "zw"], "c"),
+            node("Cast", ["c"], "cf", to=float32),
+        ],
+        {"a": (np.uint8, [2, k]), "za": (np.uint8, []), "x": (np.uint8, [1, 128, 4, 4])},
+        ["pf", "qf", "cf"],
+        constants={
+            "w": w,
+            "zw": np.array(0, np.int8),
+            "u": rng.integers(0, 64, (k, 8)).astype(np.uint8),
+            "zu": np.array(136, np.uint8),
+            "cw": np.full((4, 128, 3, 3), -128, np.int8),
+        },
+    )
+    plan = byoc.partition(model, config())
+    owners = {name: d.backend for name, d in plan.decisions.items()}
+    assert owners["p"] == owners["pf"] == owners["c"] == owners["cf"] == "openvino"
+    assert owners["q"] == owners["qf"] == "onnxruntime"
+    assert "2**24" in dict(plan.decisions["q"].refusals)["openvino"]
+    a = np.full((2, k), 255, np.uint8)
+    a[1] = rng.integers(0, 256, k)
+    inputs = {"a": a, "za": np.array(0, np.uint8), "x": np.full((1, 128, 4, 4), 255, np.uint8)}
+    got, want = byoc.compile(model, config()).run(inputs), _onnxruntime(model, inputs)
+    assert np.abs(want["pf"]).max() > 2**24 and np.abs(want["cf"]).max() > 2**24
+    for name in ("pf", "qf", "cf"):
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def test_integer_mod_of_small_values() -> None:
+    """Mod of int32 values known to be small (cast from int16), as onnxruntime computes it:
+    fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's (C's fmod)."""
+    int32 = onnx.TensorProto.INT32
+    model = make_model(
+        [
+            node("Cast", ["a16"], "a", to=int32),
+            node("Cast", ["b16"], "b", to=int32),
+            node("Mod", ["a", "b"], "floor_mod", fmod=0),
+            node("Mod", ["a", "b"], "c_mod", fmod=1),
+        ],
+        {"a16": (np.int16, [64]), "b16": (np.int16, [64])},
+        ["floor_mod", "c_mod"],
+    )
+    plan = byoc.partition(model, config())
+    assert {d.backend for d in plan.decisions.values()} == {"openvino"}, plan.table()
+    rng = np.random.default_rng(0)
+    a = rng.integers(-32768, 32768, 64).astype(np.int16)
+    b = (rng.integers(1, 300, 64) * rng.choice([-1, 1], 64)).astype(np.int16)
+    a[:6], b[:6] = [-32768, 32767, -7, 7, -7, 7], [-1, -32768, 3, -3, -3, 3]
+    inputs = {"a16": a, "b16": b}
+    got, want = byoc.compile(model, config()).run(inputs), _onnxruntime(model, inputs)
+    for name in ("floor_mod", "c_mod"):
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 def test_per_node_query_agrees_with_the_whole_graph_query(real_model: Any) -> None:
     path = real_model("P1")
     model = load_model(path, MODELS["P1"].shapes)

@@ -12,6 +12,7 @@ limits. Used by the conformance suite (``byoc.testing.conformance``).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Collection
 from dataclasses import dataclass, field
@@ -36,11 +37,12 @@ class In:
     dtype: Any = np.float32
     value: Any = None
     positive: bool = False  # random values in [0.5, 2) instead of standard normal
+    span: tuple[float, float] | None = None  # random values in [low, high) instead
 
     def array(self) -> np.ndarray:
         if self.value is not None:
             return np.asarray(self.value, dtype=self.dtype)
-        return random_array(self.shape, self.dtype, self.positive)
+        return random_array(self.shape, self.dtype, self.positive, self.span)
 
 
 @dataclass(frozen=True)
@@ -53,16 +55,27 @@ class Case:
     opset: int = 17
     elementwise: bool = False  # constants next to a computed input broadcast against it
     broadcasting: bool = False  # its inputs broadcast against each other (numpy's rules)
+    integer_attrs: dict[str, Any] = field(default_factory=dict)  # of its integer_case form
+    declared: tuple[In, ...] = ()  # its outputs' types, where onnx's shape inference has none
 
 
-def random_array(shape: tuple[int, ...], dtype: Any, positive: bool = False) -> np.ndarray:
-    """Seeded random values: floats normal (or in [0.5, 2)), ints in [0, 4), bools."""
+def random_array(
+    shape: tuple[int, ...],
+    dtype: Any,
+    positive: bool = False,
+    span: tuple[float, float] | None = None,
+) -> np.ndarray:
+    """Seeded random values: floats normal (or in [0.5, 2)), ints in [0, 4), bools; or
+    uniform in ``span`` = [low, high)."""
     dt = np.dtype(dtype)
     if dt.kind == "f":
+        if span is not None:
+            return _RNG.uniform(*span, shape).astype(dt)
         values = _RNG.uniform(0.5, 2.0, shape) if positive else _RNG.standard_normal(shape)
         return values.astype(dt)
     if dt.kind in "iu":
-        return _RNG.integers(0, 4, shape).astype(dt)
+        low, high = (0, 4) if span is None else (int(span[0]), int(span[1]))
+        return _RNG.integers(low, high, shape).astype(dt)
     return _RNG.integers(0, 2, shape).astype(bool)
 
 
@@ -75,13 +88,37 @@ def _w(*shape: int, positive: bool = False) -> In:
     return _c(random_array(shape, np.float32, positive))
 
 
+_MORE = np.random.default_rng(8)  # later constants: the draws from _RNG stay what they were
+
+
+def _k(*shape: int, dtype: Any = np.float32, span: tuple[float, float] = (-1.0, 1.0)) -> In:
+    """A constant of random values in ``span``, drawn without touching ``_RNG``."""
+    if np.dtype(dtype).kind == "f":
+        return _c(_MORE.uniform(*span, shape), dtype)
+    return _c(_MORE.integers(int(span[0]), int(span[1]), shape), dtype)
+
+
 _X, _POS = In(), In(positive=True)
-_I64 = np.int64
+_I64, _U8, _I8 = np.int64, np.uint8, np.int8
+_UNIT = In(span=(-0.9, 0.9))  # inside the domain of Asin, Acos, Atanh
+_BYTES, _BYTES_3D = In(A, _U8, span=(0, 256)), In((2, 3, 4), _U8, span=(0, 256))
+_INT8_4X5 = _k(4, 5, dtype=_I8, span=(-128, 128))
+_INT8_CONV = _k(4, 4, 3, 3, dtype=_I8, span=(-128, 128))
+# (scale, zero point) of activations and weights: scales as calibration makes them; round ones
+# (0.02, 0.01 -> 0.05) put results exactly on rounding ties, which kernels break either way
+_SCALED, _SCALED_W = (_c(0.0213), _c(128, _U8)), (_c(0.0079), _c(0, _I8))
+_BIAS = _k(4, dtype=np.int32, span=(-500, 500))
 _UNARY = ["Abs", "Neg", "Relu", "Sigmoid", "Tanh", "Exp", "Floor", "Ceil", "Round", "Sin", "Cos"]
 _UNARY += ["Erf", "Identity", "Softplus", "Softsign", "HardSwish", "Sign", "Elu", "Selu"]
+_UNARY += ["Tan", "Atan", "Sinh", "Cosh", "Asinh", "Celu"]
 _BINARY = ["Add", "Sub", "Mul", "Max", "Min", "Sum"]
 _COMPARE = ["Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual"]
-_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"]
+_REDUCE = ["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1"]
+_REDUCE += ["ReduceL2", "ReduceSumSquare", "ReduceLogSumExp"]
+_BITWISE = ["BitwiseAnd", "BitwiseOr", "BitwiseXor"]
+_ROWS = [[0, 1], [0, 3]]  # GatherND's and ScatterND's indices into A: rows (0, 1) and (0, 3)
+# ScatterElements' indices along A's last axis: two distinct columns in each row
+_COLUMNS = (np.arange(24).reshape(1, 4, 6, 1) + np.array([0, 3])) % 6
 
 OP_CASES: dict[str, Case] = {
     **{op: Case(elementwise=True) for op in _UNARY},
@@ -155,6 +192,65 @@ OP_CASES: dict[str, Case] = {
     "Shape": Case(),
     "DepthToSpace": Case(attrs={"blocksize": 2}),
     "SpaceToDepth": Case(attrs={"blocksize": 2}),
+    "IsNaN": Case(),
+    "IsInf": Case(),
+    **{op: Case((_UNIT,)) for op in ["Asin", "Acos", "Atanh"]},
+    "Acosh": Case((In(span=(1.1, 4.0)),)),
+    "Shrink": Case(attrs={"lambd": 0.5, "bias": 0.2}),
+    "Hardmax": Case(),
+    "Mod": Case(  # fmod=1 for floats (C's fmod); integers take Python's % (fmod=0)
+        (_X, _c([[[0.7]], [[1.5]], [[2.0]], [[3.1]]])),
+        {"fmod": 1},
+        elementwise=True,
+        integer_attrs={"fmod": 0},
+    ),
+    "CastLike": Case((_X, _c(0.0, np.float16))),
+    "ReduceLogSum": Case((_POS, _c([2, 3], _I64)), opset=18),
+    "CumSum": Case((_X, _c(-1, _I64))),
+    "Einsum": Case((In((2, 3, 4)), In((2, 4, 5))), attrs={"equation": "bij,bjk->bik"}),
+    "GroupNormalization": Case(
+        (_X, _k(4, span=(0.5, 2.0)), _k(4)), {"num_groups": 2}, opset=21, declared=(_X,)
+    ),
+    "LpNormalization": Case(attrs={"axis": 1, "p": 2}),
+    "MeanVarianceNormalization": Case(),
+    "GlobalLpPool": Case(attrs={"p": 2}),
+    "LpPool": Case(attrs={"kernel_shape": [2, 2], "strides": [2, 2], "p": 2}, opset=18),
+    "RNN": Case(
+        (In((5, 1, 6)), _k(2, 4, 6), _k(2, 4, 4), _k(2, 8)),
+        attrs={"hidden_size": 4, "direction": "bidirectional"},
+    ),
+    "GatherND": Case((_X, _c(_ROWS, _I64))),
+    "GatherElements": Case((_X, _k(1, 2, 6, 6, dtype=_I64, span=(0, 4))), {"axis": 1}),
+    "ScatterND": Case((_X, _c(_ROWS, _I64), In((2, 6, 6)))),
+    "ScatterElements": Case((_X, _c(_COLUMNS, _I64), In((1, 4, 6, 2))), {"axis": 3}),
+    "Trilu": Case((_X, _c(1, _I64)), attrs={"upper": 1}),
+    "ReverseSequence": Case(
+        (In((5, 2, 3)), _c([5, 3], _I64)), attrs={"batch_axis": 1, "time_axis": 0}
+    ),
+    "GridSample": Case((_X, In((1, 5, 5, 2), span=(-1.0, 1.0))), attrs={"align_corners": 0}),
+    "RoiAlign": Case(  # rois (x1, y1, x2, y2) inside A's 6 x 6
+        (_X, _c([[0.5, 0.5, 4.0, 4.5], [1.0, 2.0, 5.5, 5.0]]), _c([0, 0], _I64)),
+        attrs={"output_height": 2, "output_width": 2, "sampling_ratio": 2},
+    ),
+    "Range": Case((_c(0, _I64), _c(12, _I64), _c(2, _I64))),
+    "ConstantOfShape": Case(
+        (_c([1, 4, 6, 6], _I64),),
+        attrs={"value": helper.make_tensor("value", onnx.TensorProto.FLOAT, [1], [0.5])},
+    ),
+    "EyeLike": Case((In((4, 6)),), attrs={"k": 1}),
+    "Size": Case(),
+    "OneHot": Case((_c([[0, 3, 1], [4, 2, 0]], _I64), _c(5, _I64), In((2,))), {"axis": -1}),
+    "BitShift": Case((_BYTES, In(A, _U8)), attrs={"direction": "RIGHT"}, broadcasting=True),
+    **{op: Case((_BYTES, _BYTES), opset=18, broadcasting=True) for op in _BITWISE},
+    "BitwiseNot": Case((_BYTES,), opset=18),
+    # quantized: uint8 activations, int8 weights (zero point 0), int32 (or requantized) results
+    "MatMulInteger": Case((_BYTES_3D, _INT8_4X5, _c(131, _U8), _c(0, _I8))),
+    "ConvInteger": Case((_BYTES, _INT8_CONV, _c(131, _U8), _c(0, _I8)), {"pads": [1, 1, 1, 1]}),
+    "QLinearConv": Case(
+        (_BYTES, *_SCALED, _INT8_CONV, *_SCALED_W, _c(0.217), _c(128, _U8), _BIAS),
+        attrs={"pads": [1, 1, 1, 1]},
+    ),
+    "QLinearMatMul": Case((_BYTES_3D, *_SCALED, _INT8_4X5, *_SCALED_W, _c(0.0517), _c(128, _U8))),
 }
 
 
@@ -173,11 +269,21 @@ def single_op_model(op_type: str, case: Case | None = None) -> Example:
 def pattern_model(pattern: Pattern) -> Example:
     """A model the pattern matches, built from the cases of its ops, and inputs for it.
 
-    Raises ``LookupError`` naming an op type that has no case.
+    Raises ``LookupError`` naming an op type that has no case, or saying why the graph built
+    from the cases is not valid ONNX (their types do not meet: an int32 MatMulInteger's product
+    times a float scale).
     """
     b = _Builder()
     out = b.value(pattern, In())
-    return b.model([out]), b.feeds
+    model = b.model([out])
+    try:
+        onnx.shape_inference.infer_shapes(model, check_type=True, strict_mode=True)
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx's errors: the cases' types do not fit together
+        ops = " -> ".join(n.op_type for n in model.graph.node)
+        why = str(exc).strip().splitlines()[0]
+        raise LookupError(f"the graph of cases {ops} is not valid ONNX: {why}") from exc
+    return model, b.feeds
 
 
 class _Builder:
@@ -188,6 +294,7 @@ class _Builder:
         self.inits: list[onnx.TensorProto] = []
         self.bound: dict[str, str] = {}
         self.feeds: dict[str, np.ndarray] = {}
+        self.declared: dict[str, onnx.ValueInfoProto] = {}
 
     def _name(self, prefix: str) -> str:
         return f"{prefix}{len(self.nodes) + len(self.inputs) + len(self.inits)}"
@@ -207,6 +314,9 @@ class _Builder:
     def add(self, op_type: str, inputs: list[str], case: Case, attrs: Any = None) -> list[str]:
         outs = [self._name("out") + f"_{k}" for k in range(case.outputs)]
         self.opset = max(self.opset, case.opset)
+        for out, spec in zip(outs, case.declared, strict=False):
+            elem = helper.np_dtype_to_tensor_dtype(np.dtype(spec.dtype))
+            self.declared[out] = helper.make_tensor_value_info(out, elem, list(spec.shape))
         merged = {**case.attrs, **(attrs or {})}
         self.nodes.append(
             helper.make_node(
@@ -283,8 +393,9 @@ class _Builder:
             self.nodes,
             "case",
             self.inputs,
-            [helper.make_empty_tensor_value_info(o) for o in outputs],
+            [self.declared.get(o) or helper.make_empty_tensor_value_info(o) for o in outputs],
             initializer=self.inits,
+            value_info=[v for name, v in self.declared.items() if name not in outputs],
         )
         model = helper.make_model(
             graph, opset_imports=[helper.make_opsetid("", self.opset)], ir_version=IR_VERSION
@@ -396,7 +507,8 @@ def wiring_model(
 
 def _like(spec: In, shape: tuple[int, ...], positive: bool | None = None) -> In:
     """``spec`` (a computed input) with another shape, random values of its kind."""
-    return In(shape, spec.dtype, None, spec.positive if positive is None else positive)
+    positive = spec.positive if positive is None else positive
+    return dataclasses.replace(spec, shape=shape, value=None, positive=positive)
 
 
 @functools.cache
@@ -422,7 +534,7 @@ SPECIAL_VALUES: dict[str, tuple[float, ...]] = {
     "subnormal": (1e-40, -1e-40),  # float32's smallest normal is 1.18e-38
 }
 INTEGER_DTYPES = ("int32", "int64")
-DIVISORS = {"Div": 1}  # op type -> its input that onnxruntime refuses to hold an integer 0
+DIVISORS = {"Div": 1, "Mod": 1}  # op type -> its input onnxruntime refuses to hold an integer 0
 
 
 def special_feeds(feeds: dict[str, np.ndarray], value: str) -> dict[str, np.ndarray]:
@@ -464,7 +576,7 @@ def integer_case(op_type: str, dtype: Any) -> Case | None:
     inputs = tuple(convert(s) for s in case.inputs)
     if all(new is old for new, old in zip(inputs, case.inputs, strict=True)):
         return None  # no float input to make integer
-    ints = Case(inputs, case.attrs, case.outputs, case.opset)
+    ints = Case(inputs, {**case.attrs, **case.integer_attrs}, case.outputs, case.opset)
     try:
         onnx.checker.check_model(single_op_model(op_type, ints)[0], full_check=True)
     except Exception:  # onnx.checker's errors: the schema has no such types

@@ -12,8 +12,9 @@ op type, attributes, input types and shapes and the values of small constant inp
 
 Some refusals come from what the CPU plugin computes otherwise than onnxruntime rather than
 from its answer (``dtype_reason``): float64 in float32; int64 in int32 and int32 through
-float32, so an integer value not known to stay below 2**24 stays on onnxruntime; x / y as
-x * (1 / y), so a divisor that may be a tiny subnormal; and LRN (``WRONG``).
+float32, so an integer value not known to stay below 2**24 stays on onnxruntime (the int32
+results of MatMulInteger and ConvInteger of int8 weights are exact: int8 kernels); x / y (Div,
+Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; and LRN (``WRONG``).
 """
 
 from __future__ import annotations
@@ -44,10 +45,11 @@ _INDEX_OPS = frozenset({"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "TopK", 
 _GROWING_OPS = frozenset(
     {
         "Mul", "Pow", "Sum", "CumSum", "ReduceSum", "ReduceProd", "ReduceSumSquare",
-        "ReduceL1", "ReduceL2", "MatMul", "MatMulInteger", "Gemm", "Einsum", "BitShift",
-        "Range", "ConstantOfShape", "RandomUniform", "RandomNormal",
+        "ReduceL1", "ReduceL2", "MatMul", "MatMulInteger", "ConvInteger", "Gemm", "Einsum",
+        "BitShift", "Range", "ConstantOfShape", "RandomUniform", "RandomNormal",
     }
 )  # fmt: skip
+_INT8_PRODUCTS = ("MatMulInteger", "ConvInteger")  # B's zero point is input 3
 # Never offered: their values are random (onnxruntime draws others), or they are not tensors.
 _NEVER = frozenset(
     {
@@ -100,15 +102,22 @@ class _Widths:
     """Which 32- and 64-bit integer values of a graph are known to be small (the CPU plugin
     computes int64 in int32, and int32 arithmetic and comparisons through float32: both are
     exact below 2**24): constants that are, outputs of index ops, and outputs of ops that move,
-    pick, compare or add such values. One pass over the nodes, in topological order."""
+    pick, compare or add such values. One pass over the nodes, in topological order.
+
+    ``exact`` holds the int32 results of MatMulInteger and ConvInteger of int8 weights with no
+    zero point (or 0): OpenVINO computes them in its int8 kernels, exactly at any size (else
+    through float32, wrong above 2**24); a Cast to float may read them (``exact_use``)."""
 
     def __init__(self, graph: Any) -> None:
         self.graph = graph
         self.small: set[str] = set()
+        self.exact: set[str] = set()
         for i, proto in enumerate(graph.nodes):
             node = graph.view(i)
             if self._makes_small(node):
                 self.small.update(out for out in proto.output if out)
+            if node.op_type in _INT8_PRODUCTS and _symmetric_int8(node):
+                self.exact.add(node.outputs[0])
 
     def value_fits(self, name: str) -> bool:
         value = self.graph.constant(name)
@@ -133,6 +142,25 @@ class _Widths:
             if name and _wide(node.input_type(i))
         )
 
+    def exact_use(self, node: NodeView, name: str) -> bool:
+        """``name`` is an exact int32 result that ``node`` makes, or casts to float."""
+        if name not in self.exact:
+            return False
+        out = node.output_type(0)
+        to_float = out is not None and out.dtype is not None and out.dtype.kind == "f"
+        return name in node.outputs or (node.op_type in ("Cast", "CastLike") and to_float)
+
+
+def _symmetric_int8(node: NodeView) -> bool:
+    """B is int8 and its zero point absent or 0."""
+    b = node.input_type(1)
+    if b is None or b.dtype is None or b.dtype.name != "int8":
+        return False
+    if len(node.inputs) < 4 or not node.inputs[3]:
+        return True
+    zero_point = node.const(3)
+    return zero_point is not None and not np.any(zero_point)
+
 
 def _wide(t: TensorType | None) -> bool:
     return t is not None and t.dtype is not None and t.dtype.name in _WIDE_INTS
@@ -148,8 +176,8 @@ WRONG = {
 
 
 # OpenVINO's CPU plugin divides floats as x * (1 / y): wrong where 1 / y overflows, for the
-# smallest subnormal divisors (|y| < 1 / FLT_MAX; 1e-40 / 1e-40 is inf). A float Div is claimed
-# when its divisor cannot be one of those.
+# smallest subnormal divisors (|y| < 1 / FLT_MAX; 1e-40 / 1e-40 is inf, fmod(1.5, 1e-40) is
+# -inf). A float Div or Mod is claimed when its divisor cannot be one of those.
 _TINY = 1 / float(np.finfo(np.float32).max)
 _NON_NEGATIVE = frozenset(
     {"Abs", "Relu", "Exp", "Sigmoid", "Softplus", "Sqrt", "ReduceSumSquare", "ReduceL2"}
@@ -203,12 +231,12 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     """Why the CPU plugin would compute this node at another precision (or wrongly), or None."""
     if node.op_type in WRONG:
         return WRONG[node.op_type]
-    divisor = node.input_type(1) if node.op_type == "Div" else None
+    divisor = node.input_type(1) if node.op_type in ("Div", "Mod") else None
     floats = divisor is not None and divisor.dtype is not None and divisor.dtype.kind == "f"
     if floats and not _safe_divisor(node.graph, node.inputs[1]):
         return (
-            f"OpenVINO's {DEVICE} plugin divides as x * (1 / y), which is inf where "
-            f"0 < |y| < 1 / FLT_MAX; the divisor '{node.inputs[1]}' is not known to "
+            f"OpenVINO's {DEVICE} plugin divides ({node.op_type}) as x * (1 / y), which is inf "
+            f"where 0 < |y| < 1 / FLT_MAX; the divisor '{node.inputs[1]}' is not known to "
             "stay outside that range (a square root, a cast integer, a clamp or a "
             "constant)"
         )
@@ -224,8 +252,14 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
                 f"'{name}' has a non-static shape {t}; fix the model's input shapes in the "
                 "config's [shapes] table"
             )
+    if node.op_type in _INT8_PRODUCTS and node.outputs[0] not in widths.exact:
+        return (
+            f"OpenVINO's {DEVICE} plugin computes {node.op_type} exactly only with int8 weights "
+            f"of zero point 0; with these ('{node.inputs[1]}') it goes through float32, wrong "
+            "above 2**24"
+        )
     for name, t in values:
-        if _wide(t) and not widths.value_fits(name):
+        if _wide(t) and not widths.value_fits(name) and not widths.exact_use(node, name):
             return (
                 f"'{name}' is {t.dtype}, which OpenVINO's {DEVICE} plugin computes in int32 or "
                 "float32, and its values are not known to stay below 2**24 (a model input, or "
