@@ -140,3 +140,90 @@ def test_softmax_on_any_axis_gets_a_fast_kernel(axis: int) -> None:
     compiled = byoc.compile(model, {**DNNL, "compile": {"placement": "static"}})
     softmax = [i for i in dnnl_impls(compiled) if i.startswith("softmax ")]
     assert softmax and not any(i.split()[1].startswith("ref") for i in softmax), softmax
+
+
+def _guarded_attention(zero: np.ndarray, where: tuple[str, str, str]) -> onnx.ModelProto:
+    """Attention as PyTorch's exporters write it: ``Where(IsNaN(p), 0, p)`` after the softmax
+    of the masked scores (``_safe_softmax``), then the product by V; x [1, 8, 16]."""
+    consts = {"wq": rand(16, 16), "wk": rand(16, 16), "wv": rand(16, 16), "zero": zero}
+    nodes = [
+        node("MatMul", ["x", "wq"], "q"),
+        node("MatMul", ["x", "wk"], "k"),
+        node("MatMul", ["x", "wv"], "v"),
+        node("Transpose", ["k"], "kt", perm=[0, 2, 1]),
+        node("MatMul", ["q", "kt"], "s"),
+        node("Add", ["s", "mask"], "sm"),
+        node("Softmax", ["sm"], "p", axis=-1),
+        node("IsNaN", ["p"], "nan"),
+        node("Where", list(where), "pz"),
+        node("MatMul", ["pz", "v"], "y"),
+    ]
+    return make_model(nodes, {"x": [1, 8, 16], "mask": [1, 8, 8]}, ["y"], consts)
+
+
+def _mask(nan: bool = True) -> np.ndarray:
+    """Rows 2 and 5 masked entirely (-inf: the softmax is NaN there), row 3 half; with ``nan``,
+    a NaN in row 6 and +inf in row 7 (NaN rows in onnxruntime's softmax; oneDNN's is NaN at
+    that one position and 0 elsewhere: the same zeros once NaN -> 0)."""
+    mask = np.zeros((1, 8, 8), np.float32)
+    mask[0, [2, 5]] = -np.inf
+    mask[0, 3, 4:] = -np.inf
+    if nan:
+        mask[0, 6, 1], mask[0, 7, 0] = np.nan, np.inf
+    return mask
+
+
+def _run_on_dnnl(model: onnx.ModelProto, mode: dict, nan: bool = True) -> byoc.CompiledModel:
+    """Compiled and run on x and ``_mask(nan)``, the mask's -inf and NaN on dnnl itself (not
+    sent to onnxruntime as a finite-only backend's are by default): equal to onnxruntime's run."""
+    import onnxruntime as ort
+
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    config["fallback"] = {"nonfinite_inputs": "backend"}
+    compiled = byoc.compile(model, config)
+    feeds = {"x": rand(1, 8, 16), "mask": _mask(nan)}
+    want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
+    np.testing.assert_allclose(compiled.run(feeds)["y"], want, rtol=1e-5, atol=1e-5)
+    return compiled
+
+
+@pytest.mark.parametrize("zero", [np.float32(0), np.zeros(1, np.float32)], ids=["()", "(1,)"])
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_a_nan_guarded_softmax_is_one_safe_softmax_kernel(zero: np.ndarray, mode: dict) -> None:
+    """PyTorch's exporters guard each attention's softmax with IsNaN and Where (a scalar 0 in
+    dynamo's export, a (1,) one in TorchScript's), which dnnl does not claim alone: BERT's
+    encoder was cut at every layer. As one safe_softmax kernel (oneDNN's softmax, then NaN ->
+    0) the block is one partition, and a row masked entirely gives 0 as in onnxruntime."""
+    compiled = _run_on_dnnl(_guarded_attention(zero, ("nan", "zero", "p")), mode)
+    plan = compiled.plan
+    assert plan is not None and len(plan.partitions) == 1 and not plan.segments, plan.table()
+    found = {n for n, d in plan.decisions.items() if d.composite == "dnnl.safe_softmax"}
+    assert found == {"p", "nan", "pz"}, plan.table()
+    assert dnnl_kinds(compiled).count("safe_softmax") == 1, dnnl_kinds(compiled)
+
+
+@pytest.mark.parametrize(
+    "zero,where,reason",
+    [
+        (np.float32(1), ("nan", "zero", "p"), "constant is not 0.0"),
+        (np.float32(-0.0), ("nan", "zero", "p"), "constant is not 0.0"),
+        (np.float32(0), ("nan", "p", "zero"), None),  # NaN stays, the rest becomes 0
+    ],
+    ids=["one", "minus-zero", "swapped"],
+)
+@pytest.mark.usefixtures("keep_tiny")
+def test_a_where_that_is_not_nan_to_zero_is_not_a_safe_softmax(
+    zero: np.ndarray, where: tuple[str, str, str], reason: str | None
+) -> None:
+    """Another constant, or the operands the other way round, is another function: the IsNaN
+    and the Where stay with onnxruntime, and the model still matches it (the softmax on dnnl:
+    its rows masked entirely are NaN, as onnxruntime's; NaN inputs are finite-only dnnl's
+    known difference, conftest.py)."""
+    compiled = _run_on_dnnl(_guarded_attention(zero, where), {}, nan=False)
+    plan = compiled.plan
+    assert plan is not None
+    assert "dnnl.safe_softmax" not in {d.composite for d in plan.decisions.values()}
+    assert plan.decisions["nan"].backend == plan.decisions["pz"].backend == "onnxruntime"
+    assert plan.decisions["p"].backend == "dnnl", plan.table()
+    if reason:
+        assert reason in str(plan.decisions["pz"].refusals), plan.decisions["pz"].refusals

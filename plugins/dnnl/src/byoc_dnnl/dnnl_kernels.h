@@ -74,6 +74,8 @@ Kernel *lrn(Context &c, int size, float alpha, float beta, float k, const In &sr
 // Resampling of the spatial dims (ONNX Resize, nearest or linear) to dst's dims.
 Kernel *resample(Context &c, const char *alg, const In &src, const Dims &dst);
 Kernel *softmax(Context &c, int axis, const In &src);
+// A softmax whose NaN become 0 (PyTorch's _safe_softmax: a row masked entirely with -inf is 0).
+Kernel *safe_softmax(Context &c, int axis, const In &src);
 Kernel *layernorm(Context &c, float epsilon, const In &src, const In &scale, const In &shift);
 Kernel *batchnorm(Context &c, float epsilon, const In &src, const In &mean, const In &variance,
                   const In &scale, const In &shift);

@@ -95,6 +95,7 @@ struct Kernel {
     Context *ctx = nullptr;
     primitive prim;
     bool is_erf = false;
+    bool nan_to_zero = false;  // safe_softmax: NaN -> 0 in the output, after the primitive
     std::string impl;
     int threads = 0;  // the OpenMP threads its primitive was made for
     std::vector<Operand> ins;
@@ -424,6 +425,12 @@ Kernel *softmax(Context &c, int axis, const In &src) {
     return src_dst<softmax_forward>(c, src, d, pd);
 }
 
+Kernel *safe_softmax(Context &c, int axis, const In &src) {
+    Kernel *k = softmax(c, axis, src);
+    k->nan_to_zero = true;
+    return k;
+}
+
 Kernel *layernorm(Context &c, float epsilon, const In &src, const In &scale, const In &shift) {
     const Dims &d = src.dims;
     if (d.size() < 2 || scale.dims != Dims{d.back()}) fail("layernorm: bad shapes");
@@ -592,6 +599,8 @@ void run(Kernel &k, Frame &f, std::initializer_list<const float *> ins, float *d
     k.prim.execute(f.strm, args);
     if (!direct) k.from_dst.execute(f.strm, d, out);
     f.strm.wait();
+    if (k.nan_to_zero)
+        byoc_dnnl::nan_to_zero(dst, (int64_t)(k.dst_given.get_size() / sizeof(float)));
 }
 
 }  // namespace dnnl_kernels

@@ -1,6 +1,6 @@
 // layouts.hpp: what both of byoc-dnnl's native libraries use (shim.cpp, the JSON runtime;
 // kernels.cpp, the C source mode's kernel library): memory descriptors, the test for oneDNN's
-// slow kernels, and lookups in the algorithm tables. It reads namespace byoc_ops, generated from
+// slow kernels, lookups in the algorithm tables, and safe_softmax's NaN -> 0 pass. It reads namespace byoc_ops, generated from
 // ops.py, which native.source() puts in front of both files.
 
 #pragma once
@@ -8,6 +8,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -280,6 +281,19 @@ dnnl::algorithm by_name(const byoc_ops::Alg (&table)[N], const std::string &name
     for (const byoc_ops::Alg &a : table)
         if (name == a.name) return a.alg;
     throw std::runtime_error(std::string("unknown ") + what + " algorithm '" + name + "'");
+}
+
+// NaN -> 0 over `count` floats in place (safe_softmax: PyTorch's Where(IsNaN(s), 0, s)). On the
+// bits, as run_erf's clamp (a float comparison may trap, so a compiler keeps it a branch), so
+// OpenMP's simd directive vectorizes the loop.
+inline void nan_to_zero(float *x, int64_t count) {
+#pragma omp parallel for simd schedule(static)
+    for (int64_t i = 0; i < count; ++i) {
+        uint32_t b;
+        std::memcpy(&b, &x[i], sizeof b);
+        b = (b & 0x7fffffffu) > 0x7f800000u ? 0u : b;
+        std::memcpy(&x[i], &b, sizeof b);
+    }
 }
 
 }  // namespace byoc_dnnl

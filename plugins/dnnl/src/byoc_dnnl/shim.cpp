@@ -81,7 +81,7 @@ struct Step {
     primitive prim;
     std::vector<std::pair<int, int>> args;  // (DNNL_ARG_*, value id)
     bool has_prim = false;
-    int custom = 0;  // OP_ERF, OP_LUT, QPARAMS, QBIAS
+    int custom = 0;  // OP_ERF, OP_LUT, OP_SAFE_SOFTMAX, QPARAMS, QBIAS, BANDED
     int a = -1, b = -1, c = -1, d = -1;
     int op = -1;     // the op (bd_op call) this step belongs to; -1: an output reorder
     int threads = 0; // the OpenMP threads its primitive was made for
@@ -1349,6 +1349,8 @@ void lower_resample(Net &n, const Op &op) {
     push_src_dst<resampling_forward>(n, a, op.out, pd);
 }
 
+// A softmax; a safe_softmax (PyTorch's _safe_softmax) then sets its NaN to 0 in place (a custom
+// step): a row masked entirely with -inf gives NaN, which the model's Where(IsNaN) makes 0.
 void lower_softmax(Net &n, const Op &op) {
     if (op.ins.size() != 1 || op.ip.size() != 1) fail("bad softmax op");
     check_value(n, op.ins[0], "softmax input");
@@ -1365,6 +1367,11 @@ void lower_softmax(Net &n, const Op &op) {
     // oneDNN's fast softmax wants the axis innermost: transpose it there (a reorder).
     auto pd = fast_layout(plain(d), innermost(d, (int)axis), make);
     push_src_dst<softmax_forward>(n, a, op.out, pd);
+    if (op.kind != OP_SAFE_SOFTMAX) return;
+    Step s;
+    s.custom = OP_SAFE_SOFTMAX;
+    s.a = s.b = op.out;
+    n.steps.push_back(s);
 }
 
 void lower_layernorm(Net &n, const Op &op) {
@@ -1737,7 +1744,8 @@ void lower(Net &n, const Op &op) {
         case OP_BINARY: lower_binary(n, op); break;
         case OP_ELTWISE: lower_eltwise(n, op); break;
         case OP_POOL: lower_pool(n, op); break;
-        case OP_SOFTMAX: lower_softmax(n, op); break;
+        case OP_SOFTMAX:
+        case OP_SAFE_SOFTMAX: lower_softmax(n, op); break;
         case OP_LAYERNORM: lower_layernorm(n, op); break;
         case OP_BATCHNORM: lower_batchnorm(n, op); break;
         case OP_CONCAT: lower_concat(n, op); break;
@@ -2176,6 +2184,12 @@ void run_erf(const memory &src, const memory &dst) {
     }
 }
 
+// A safe_softmax's output, in whatever dense layout its softmax wrote: NaN -> 0 in place.
+void nan_to_zero(const memory &m) {
+    byoc_dnnl::nan_to_zero((float *)m.get_data_handle(),
+                           (int64_t)(m.get_desc().get_size() / sizeof(float)));
+}
+
 // dst[i] = table[src[i] ^ flip] over a dense u8 or s8 tensor (flip 0x80: an s8 source, whose
 // -128 is entry 0). Scalar: about one value per cycle and core (AMD Zen 4).
 template <class T>
@@ -2566,6 +2580,7 @@ int bd_run(void *net, void *const *ins, void *const *outs, double *times, char *
             else if (s.custom == QBIAS) run_qbias(a->mems[s.a], a->mems[s.b], a->mems[s.c], a->mems[s.d]);
             else if (s.custom == BANDED) run_banded(*n, *a, s);
             else if (s.custom == OP_LUT) run_lut(a->mems[s.a], a->mems[s.b], a->mems[s.c]);
+            else if (s.custom == OP_SAFE_SOFTMAX) nan_to_zero(a->mems[s.a]);
             else run_erf(a->mems[s.a], a->mems[s.b]);
             if (times) {
                 a->strm.wait();

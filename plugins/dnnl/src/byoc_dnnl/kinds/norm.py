@@ -1,4 +1,5 @@
-"""Normalization kinds: ``softmax``, ``layernorm`` (LayerNormalization, and as exporters
+"""Normalization kinds: ``softmax``, ``safe_softmax`` (a softmax whose NaN become 0, as
+PyTorch's exporters guard attention's), ``layernorm`` (LayerNormalization, and as exporters
 before opset 17 spell it in basic ops), ``batchnorm`` (standalone; after a convolution the
 fusion pass folds it into the weights) and ``lrn``."""
 
@@ -99,19 +100,59 @@ def _layernorm_check(match: Match) -> str | None:
     return None
 
 
+def _safe_softmax() -> Pattern:
+    """PyTorch's ``_safe_softmax`` as its exporters write it (TorchScript and dynamo alike):
+    ``Where(IsNaN(s), 0, s)`` for ``s = Softmax(x)``, so that a row of scores masked entirely
+    with -inf weighs nothing instead of NaN. The zero is one value (a scalar or a shape (1,)
+    constant; the first option is also what the conformance suite builds) or any constant
+    the check finds all zeros."""
+    s = op("Softmax", wildcard()).named("s")
+    zero = const("zero", value=0.0) | const("zero")
+    return op("Where", op("IsNaN", s), zero, wildcard("s"))
+
+
+def _safe_softmax_check(match: Match) -> str | None:
+    """The constant is +0.0 everywhere (a NaN becomes exactly the Where's value) and only
+    broadcasts into the softmax's output: the Where writes the softmax's shape and type."""
+    softmax, where = match.producer("s"), match.root
+    if reason := static_f32(softmax) or in_qdq_group(softmax):
+        return reason
+    zero = np.asarray(match.constant("zero"))
+    if zero.dtype.kind != "f" or np.any(zero != 0) or np.any(np.signbit(zero)):
+        return "the Where's constant is not 0.0: only NaN -> 0 is a safe softmax"
+    s, w = softmax.output_type(0), where.output_type(0)
+    if w is None or s is None or (w.dtype, w.shape) != (s.dtype, s.shape):
+        return "the Where's output is not of the softmax's shape and type"
+    return None
+
+
 def _lower_softmax(low: Lowering, node: NodeView) -> None:
-    x, y = node.inputs[0], node.outputs[0]
+    _softmax_kernel(low, "softmax", node, node.outputs[0])
+
+
+def _lower_safe_softmax(low: Lowering, comp: Found, members: list[NodeView]) -> None:
+    start = len(low.kernels)
+    softmax = next(m for m in members if m.op_type == "Softmax")
+    _softmax_kernel(low, "safe_softmax", softmax, members[-1].outputs[0])
+    for k in low.kernels[start:]:
+        k.members = [m.name for m in members]
+
+
+def _softmax_kernel(low: Lowering, kind: str, node: NodeView, y: str) -> None:
+    """Softmax ``node`` written to ``y``; before opset 13 over the input flattened to 2-D
+    at the axis (a view each side)."""
+    x = node.inputs[0]
     shape = low.shape(x)
     axis = int(node.attrs.get("axis", -1 if low.opset >= 13 else 1)) % len(shape)
     if low.opset >= 13 or axis == len(shape) - 1:
-        low.emit("softmax", [x], y, node, axis=axis)
+        low.emit(kind, [x], y, node, axis=axis)
         return
     flat = (int(np.prod(shape[:axis])), int(np.prod(shape[axis:])))
     n = low.counter()
     x2, y2 = f"{x}:2d{n}", f"{y}:2d{n}"
     low.shapes[x2] = low.shapes[y2] = flat
     low.emit("view", [x], x2, node)
-    low.emit("softmax", [x2], y2, node, axis=1)
+    low.emit(kind, [x2], y2, node, axis=1)
     low.emit("view", [y2], y, node)
 
 
@@ -187,6 +228,10 @@ def _write_softmax(c: Call) -> str:
     return f"softmax(c, {int(c.attrs['axis'])}, {c.operands[0]})"
 
 
+def _write_safe_softmax(c: Call) -> str:
+    return f"safe_softmax(c, {int(c.attrs['axis'])}, {c.operands[0]})"
+
+
 def _write_layernorm(c: Call) -> str:
     op = c.operands
     return f"layernorm(c, {f32(c.attrs['epsilon'])}, {op[0]}, {op[1]}, {op[2]})"
@@ -207,6 +252,7 @@ FAMILY = Family(
         Kind("layernorm", 8, _epsilon, write=_write_layernorm),
         Kind("batchnorm", 9, _epsilon, write=_write_batchnorm),
         Kind("lrn", 14, _lrn_params, write=_write_lrn),
+        Kind("safe_softmax", 23, _softmax_params, write=_write_safe_softmax),
     ],
     ops={
         "BatchNormalization": Op(_batchnorm, _lower_batchnorm),
@@ -221,6 +267,13 @@ FAMILY = Family(
             _layernorm_check,
             _lower_spelled,
             members=False,
-        )
+        ),
+        Composite(
+            "dnnl.safe_softmax",
+            [_safe_softmax()],
+            _safe_softmax_check,
+            _lower_safe_softmax,
+            members=False,
+        ),
     ],
 )
