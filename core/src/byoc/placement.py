@@ -626,8 +626,8 @@ class Placer:
             return Measurement("the compiled model", "byoc", nodes, 0, 0, False, failure=failure)
         key = self._whole_key()
         cached = self._cached(key)
-        if cached is not None:
-            return cached
+        if cached is not None and (cached.clear or cached.kept):
+            return cached  # an unclear loss is only a lack of evidence: timed again
         if self.progress is not None:
             self.progress(1, 1, "measuring the whole model")
         plain = compile_unit(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
