@@ -87,6 +87,17 @@ def _saved_ms(m: Measurement) -> float:
     return m.onnxruntime_ms - m.call_ms - m.backend_ms
 
 
+def _saved_range(m: Measurement) -> tuple[float, float]:
+    """What a partition saves at the two ends of its ratio's interval (least, most)."""
+    if m.interval is None:
+        return _saved_ms(m), _saved_ms(m)
+    lo, hi = m.interval
+    return (
+        m.onnxruntime_ms * (1 - hi) - m.call_ms,
+        m.onnxruntime_ms * (1 - lo) - m.call_ms,
+    )
+
+
 def _lost_search(winner: Measurement | None, m: Measurement | None = None) -> str:
     """Why the search took a node from a backend (from its candidate ``m``, if it had one)."""
     mine = f"; {m.partition} saves {_saved_ms(m):.3g} ms on {m.backend}" if m else ""
@@ -280,6 +291,10 @@ class Placer:
         gain = sum(map(_saved_ms, chosen)) - sum(map(_saved_ms, current))
         if gain <= self.margin * sum(m.onnxruntime_ms for m in current) or gain <= 0:
             return False, stopped
+        kept = {id(m) for m in chosen} & {id(m) for m in current}
+        new = sum(_saved_range(m)[0] for m in chosen if id(m) not in kept)
+        if new <= sum(_saved_range(m)[1] for m in current if id(m) not in kept):
+            return False, stopped  # within the timings' intervals: the priority plan stays
         for m in candidates.values():
             for node in m.nodes:
                 winner = owner.get(node)
@@ -633,7 +648,7 @@ class Placer:
         plain = compile_unit(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
         args = [feeds[n] for n in plain.input_names]
         margin = self.margin
-        per_round = 2 * max(7 * once, 2 * once + 0.15)  # two blocks: 2 warm-up + >= 5 runs
+        per_round = 2 * (0.05 + max(7 * once, 2 * once + 0.15))  # two blocks: gap, 2 + >= 5 runs
         timing = time_blocks(
             lambda _: compiled.run(feeds),
             plain.run,
@@ -758,14 +773,17 @@ def time_blocks(
     warmup: int = 2,
     min_runs: int = 5,
     block_seconds: float = 0.15,
+    gap: float = 0.05,
 ) -> Timing:
     """``first(args)`` against ``second(args)`` in alternating blocks (first, second, first,
-    ...) of at least ``min_runs`` runs and ``block_seconds``, after ``warmup`` untimed runs per
-    block that absorb what the other one left behind (threads still spinning, cold caches);
+    ...) of at least ``min_runs`` runs and ``block_seconds``, after ``gap`` idle seconds and
+    ``warmup`` untimed runs per block that absorb what the other one left behind (threads
+    still spinning, cold caches);
     a round's sample is its two block medians, drawn until the ratio is clear (at least
     ``rounds``; ``sequential``)."""
 
     def block(fn: Runner) -> float:
+        time.sleep(gap)  # the other one's idle threads stop spinning (onnxruntime's do)
         for _ in range(warmup):
             fn(args)
         start, times = time.perf_counter(), list[float]()
