@@ -224,8 +224,8 @@ def test_a_second_compile_reuses_the_search(install, fake_clock, monkeypatch):
     it without partitioning per backend again (P2: 2.7 s of a 3.2 s cached compile), still
     checks the chosen partitions, and explain still shows the candidates."""
     first, second = Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3)
-    install(first, second)
-    config = {"backends": ["first", "second"], **MEASURED}
+    install(first, second, Plugin("slow", 10, fake_ms=3.0))  # loses first: vetoes to key on
+    config = {"backends": ["slow", "first", "second"], **MEASURED}
     searched = []
     anew = placement.Placer._search_anew
     monkeypatch.setattr(placement.Placer, "_search_anew", lambda *a: searched.append(1) or anew(*a))
@@ -236,7 +236,7 @@ def test_a_second_compile_reuses_the_search(install, fake_clock, monkeypatch):
     assert backends_of(again) == backends_of(before) == ["second", "onnxruntime"]
     assert second.runtime.calls == 2  # checked alone and in the model, as any cached verdict
     shown = {(m.backend, m.kept, m.cached) for m in again.plan.placement.measurements}
-    assert shown == {("first", True, True), ("second", True, True)}
+    assert shown == {("slow", False, True), ("first", True, True), ("second", True, True)}
     assert "beat first: search: second_0 saves 0.7 ms" in explain_text(again.plan)
     remeasure = {**config, "compile": {**MEASURED["compile"], "remeasure": True}}
     assert backends_of(byoc.compile(model(), remeasure)) == ["second", "onnxruntime"]

@@ -290,16 +290,14 @@ class Placer:
                 taken.update(m.nodes)
         chosen = [self._contest(m, current, made, trial_of) for m in chosen]
         owner = {n: m for m in chosen for n in m.nodes}
-        gain = sum(map(_saved_ms, chosen)) - sum(map(_saved_ms, current))
-        if gain <= self.margin * sum(m.onnxruntime_ms for m in current) or gain <= 0:
-            return False, stopped
         kept = {id(m) for m in chosen} & {id(m) for m in current}
         ins = [m for m in chosen if id(m) not in kept]
         outs = [m for m in current if id(m) not in kept]
+        if not self._gains(ins, outs, current):
+            return False, stopped
         if not self._clearly_better(ins, outs):
             self._sharpen(ins + outs, made, {**self.trials, **trial_of})
-            gain = sum(map(_saved_ms, ins)) - sum(map(_saved_ms, outs))
-            if not self._clearly_better(ins, outs) or gain <= 0:
+            if not (self._gains(ins, outs, current) and self._clearly_better(ins, outs)):
                 return False, stopped  # within the timings' intervals: the priority plan stays
         for m in candidates.values():
             for node in m.nodes:
@@ -313,6 +311,14 @@ class Placer:
                     self.vetoes.setdefault(node, {}).setdefault(name, _lost_search(winner))
         self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
         return True, stopped
+
+    def _gains(
+        self, ins: list[Measurement], outs: list[Measurement], current: list[Measurement]
+    ) -> bool:
+        """The new partitions save more than the replaced ones by the margin of the plan's
+        onnxruntime time."""
+        gain = sum(map(_saved_ms, ins)) - sum(map(_saved_ms, outs))
+        return gain > max(0.0, self.margin * sum(m.onnxruntime_ms for m in current))
 
     @staticmethod
     def _clearly_better(ins: list[Measurement], outs: list[Measurement]) -> bool:
@@ -353,7 +359,10 @@ class Placer:
             "fallback": _quiet(self.cfg.fallback),
             "host": host_id(),
             "decide": [c["margin"], c["precision"], c["precision_tolerance"]],
-            "vetoes": self.vetoes,
+            # which backends may not take which nodes, and which of those are timing losses
+            # (not the reasons: a cached verdict's reads "(cached)", a fresh one's not)
+            "vetoes": {node: sorted(by) for node, by in self.vetoes.items()},
+            "slower": {node: sorted(by) for node, by in self.slower.items()},
         }
         digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode())
         digest.update(self.source.SerializeToString(deterministic=True))
