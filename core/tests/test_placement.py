@@ -617,7 +617,7 @@ def test_timing_stops_once_the_ratio_is_clear_and_says_when_it_is_not():
 
     timing = placement.time_blocks(slow, lambda _: None, [], block_seconds=0.01)
     assert timing.first_ms >= 2 > timing.second_ms and timing.interval[0] > 10
-    assert timing.samples == 3  # clear at once
+    assert timing.samples == 3  # more than twice as fast: clear at once
     steady = placement.sequential(lambda i: (0.9, 1.0), lambda a, b: 0.98, min_samples=8, budget=1)
     assert (steady.samples, steady.interval) == (8, (0.9, 0.9))
     coin = placement.sequential(
@@ -625,6 +625,24 @@ def test_timing_stops_once_the_ratio_is_clear_and_says_when_it_is_not():
     )
     lo, hi = coin.interval
     assert lo < 0.98 < hi  # the budget ran out: unclear
+
+
+def test_a_neighbours_burst_spoils_a_round_or_two_not_the_whole_model_verdict(monkeypatch):
+    """Byoc at 0.9x a 40 ms onnxruntime, on a machine where a neighbour triples every run for
+    0.6 s out of each 2 s: the whole-model timing is still clear within its budget."""
+    now = [0.0]
+    monkeypatch.setattr(placement.time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(placement.time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
+
+    def runner(ms):
+        def run(_):
+            busy = now[0] % 2.0 >= 1.4
+            now[0] += ms / 1e3 * (3 if busy else 1)
+
+        return run
+
+    timing = placement.time_blocks(runner(36), runner(40), [], lambda a, b: 0.98, budget=4.0)
+    assert timing.interval[1] < 0.98, timing
 
 
 @pytest.mark.parametrize("ratio, kept", [(0.9, True), (1.05, False)])
