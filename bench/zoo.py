@@ -225,17 +225,23 @@ class ChildError(Exception):
     pass
 
 
-def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> dict[str, Any]:
-    """The cell of the table: ``--rounds`` pairs of live children timed in alternating blocks."""
+def config_of(model: Any, config: str, placement: str | None = None) -> dict[str, Any]:
+    """byoc's config for a model of the zoo under a named config of ``CONFIGS``."""
     cfg: dict[str, Any] = {"shapes": model.shapes}
     if CONFIGS[config] is not None:
         cfg["backends"] = CONFIGS[config]
     if model.fixed:
         cfg["compare"] = {"inputs": model.fixed}
-    if args.placement:
-        cfg.setdefault("compile", {})["placement"] = args.placement
+    if placement:
+        cfg.setdefault("compile", {})["placement"] = placement
     if config == "bf16":
         cfg.setdefault("compile", {})["precision"] = "bf16"
+    return cfg
+
+
+def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The cell of the table: ``--rounds`` pairs of live children timed in alternating blocks."""
+    cfg = config_of(model, config, args.placement)
     job = {
         "path": str(path),
         "shapes": model.shapes,
