@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
+import onnx
 
 from byoc import plugins
 from byoc.errors import BackendError, ByocError, InputError
 from byoc.export import save
 from byoc.fallback import raw_run
-from byoc.graph import Graph, TensorType
+from byoc.graph import Graph, TensorType, subgraph_reads
 from byoc.inputs import check_inputs, value_ranges
 from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry
@@ -72,6 +73,7 @@ class Step:
     runtime: Any = field(repr=False)
     drop: list[str] = field(default_factory=list)  # values no later step reads
     guarded: bool = False  # inputs holding NaN or +-inf run on onnxruntime (Backend.finite_only)
+    masks: frozenset[int] = frozenset()  # inputs (positions) that may hold -inf: softmax_masks
     _fallback: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -150,6 +152,9 @@ class CompiledModel:
             step.guarded = bool(step.unit.model.graph.node)
             if not step.guarded:
                 bare.append(step.unit.name)
+            elif backend.softmax_masks:
+                masks = _softmax_masks(step.unit.model.graph)
+                step.masks = frozenset(i for i, n in enumerate(step.unit.inputs) if n in masks)
         if bare:
             warnings.warn(
                 f"partitions {', '.join(bare)} carry no ONNX copy (an older .byoc file): NaN "
@@ -217,7 +222,7 @@ class CompiledModel:
             args = [env[name] for name in unit.inputs]
             start = time.perf_counter() if times is not None else 0.0
             try:
-                if step.guarded and not _finite(args):
+                if step.guarded and not _finite(args, step.masks):
                     results = results_of(
                         unit, step.fallback(self.fallback_config, self.registry).run(args)
                     )
@@ -249,17 +254,54 @@ class CompiledModel:
         return f"<CompiledModel {kinds}>"
 
 
-def _finite(args: list[Any]) -> bool:
+def _finite(args: list[Any], masks: frozenset[int] = frozenset()) -> bool:
     """Whether no floating-point argument holds NaN or +-inf (one pass: a sum; a sum that
-    overflows is checked again element by element)."""
-    for a in args:
+    overflows is checked again element by element), those at ``masks`` NaN or +inf (one pass:
+    their maximum, NaN if one is)."""
+    for i, a in enumerate(args):
         floats = isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size
-        if floats:
+        if floats and i in masks:
+            if not a.max() < np.inf:
+                return False
+        elif floats:
             with np.errstate(over="ignore", invalid="ignore"):  # a mask of -3.4e38: no noise
                 total = a.sum()
             if not np.isfinite(total) and not np.isfinite(a).all():
                 return False
     return True
+
+
+# ops that only move values: -inf passes through them unchanged
+_MOVES = {"Expand", "Flatten", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze"}
+
+
+def _softmax_masks(graph: onnx.GraphProto) -> set[str]:
+    """The inputs of ``graph`` that only Adds read, through ops that only move values, whose
+    sums only Softmax nodes read (and none of it is an output): attention masks, where -inf
+    means "no weight" (Backend.softmax_masks)."""
+    readers: dict[str, list[onnx.NodeProto]] = {}
+    for node in graph.node:
+        for name in dict.fromkeys([*node.input, *subgraph_reads(node)]):
+            readers.setdefault(name, []).append(node)
+    outputs = {o.name for o in graph.output}
+
+    def read_by(name: str, ok: Callable[[onnx.NodeProto], bool]) -> bool:
+        found = readers.get(name, [])
+        return bool(found) and name not in outputs and all(ok(n) for n in found)
+
+    def into_softmax(node: onnx.NodeProto) -> bool:
+        return read_by(node.output[0], lambda n: n.op_type == "Softmax")
+
+    def mask(name: str) -> bool:
+        def ok(node: onnx.NodeProto) -> bool:
+            if node.op_type == "Add":
+                return into_softmax(node)
+            moved = node.input[0] == name and name not in node.input[1:]  # not a shape
+            return node.op_type in _MOVES and moved and mask(node.output[0])
+
+        return read_by(name, ok)
+
+    return {i.name for i in graph.input if mask(i.name)}
 
 
 def _signature(

@@ -53,7 +53,8 @@ FALLBACK_KEYS: dict[str, Option] = {
         str,
         "onnxruntime",
         "a partition of a backend exact on finite numbers only (dnnl) whose inputs hold NaN or "
-        "+-inf: onnxruntime runs it (onnxruntime), or the backend does anyway (backend)",
+        "+-inf (-inf in an attention mask where the backend declares it exact): onnxruntime "
+        "runs it (onnxruntime), or the backend does anyway (backend)",
         ("onnxruntime", "backend"),
     ),
 }

@@ -46,6 +46,12 @@ class Backend:
     # Its kernels follow ONNX on finite numbers only (oneDNN's max-based Relu maps NaN to 0): a
     # partition whose inputs hold NaN or +-inf runs on onnxruntime ([fallback] nonfinite_inputs).
     finite_only: bool = False
+    # With finite_only: its Add and Softmax give onnxruntime's answer on -inf too (exp(-inf) is
+    # 0; a row of -inf is NaN), so a partition input read only by Adds whose sums only Softmax
+    # reads, maybe through ops that only move values (an attention mask of 0 and -inf, as
+    # TorchScript exports write it), may hold -inf.
+    # The conformance suite checks it (test_softmax_masks_may_hold_minus_inf).
+    softmax_masks: bool = False
     # Reduced precisions it offers ([compile] precision), as overrides of its options, e.g.
     # dnnl's {"bf16": {"fpmath": "bf16"}}: placement tries each partition with them.
     precisions: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -7,8 +7,10 @@ import zipfile
 
 import byoc
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
+from byoc.testing.build import make_model, node
 
 SHAPES = {"x": [1, 3, 48, 192]}
 OUT = "save_infer_model/scale_0.tmp_1"
@@ -76,4 +78,43 @@ def test_huge_finite_inputs_stay_on_dnnl(p1, recwarn):
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
     x[0, 0, 0, 0] = np.inf
     compiled.run({"x": x})
+    assert step._fallback is not None
+
+
+@pytest.mark.usefixtures("keep_tiny")
+def test_a_torchscript_attention_mask_stays_on_dnnl() -> None:
+    """PyTorch's TorchScript exporter masks attention with a true -inf, Where(mask, 0, -inf)
+    on the int64 attention_mask (onnxruntime runs it): a padded sequence, or one masked
+    entirely (NaN, as in onnxruntime), still runs the attention on dnnl; NaN in x does not."""
+    rng = np.random.default_rng(0)
+    consts = {f"w{n}": rng.standard_normal((16, 16)).astype(np.float32) for n in "qkv"}
+    consts |= {"zero": np.float32(0), "ninf": np.float32(-np.inf), "four": np.float32(4)}
+    consts |= {"keys": np.array([1, 1, 8], np.int64)}
+    nodes = [node("MatMul", ["x", f"w{n}"], n) for n in "qkv"]
+    nodes += [
+        node("Cast", ["attention_mask"], "keep", to=onnx.TensorProto.BOOL),
+        node("Where", ["keep", "zero", "ninf"], "m0"),
+        node("Reshape", ["m0", "keys"], "m"),
+        node("Transpose", ["k"], "kt", perm=[0, 2, 1]),
+        node("MatMul", ["q", "kt"], "s"),
+        node("Div", ["s", "four"], "s4"),
+        node("Add", ["s4", "m"], "sm"),
+        node("Softmax", ["sm"], "p", axis=-1),
+        node("MatMul", ["p", "v"], "y"),
+    ]
+    inputs = {"x": [1, 8, 16], "attention_mask": (np.int64, [1, 8])}
+    model = make_model(nodes, inputs, ["y"], consts)
+    compiled = byoc.compile(model, {"backends": ["dnnl"]})
+    (step,) = [s for s in compiled.steps if s.unit.backend == "dnnl"]
+    assert "m0" in step.unit.inputs, compiled.plan.table()  # the -inf enters dnnl
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((1, 8, 16)).astype(np.float32)
+    for valid in (8, 5, 1, 0):
+        feeds = {"x": x, "attention_mask": (np.arange(8) < valid).astype(np.int64)[None]}
+        want = reference.run(None, feeds)[0]
+        np.testing.assert_allclose(compiled.run(feeds)["y"], want, 1e-4, 1e-5)
+        assert np.isnan(want).all() == (valid == 0)
+    assert step._fallback is None  # onnxruntime never ran the attention
+    x[0, 0, 0] = np.nan
+    compiled.run({"x": x, "attention_mask": feeds["attention_mask"]})
     assert step._fallback is not None

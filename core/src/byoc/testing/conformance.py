@@ -32,6 +32,9 @@ The suite checks that:
   default ``[fallback] nonfinite_inputs``, which runs such inputs on onnxruntime — and their
   int32 and int64 forms on the dtypes' limits, exactly; an integer
   division by zero fails, as in onnxruntime, with a ``byoc.BackendError``;
+- a backend that declares ``softmax_masks`` runs attention whose mask holds -inf (padding,
+  causal, rows masked entirely) itself and matches onnxruntime, while a mask holding NaN or +inf
+  still runs on onnxruntime;
 - nodes onnxruntime refuses (inputs of mixed types, an unreleased opset, a wrongly declared
   output type) are not claimed;
 - artifacts survive serialize -> deserialize and run the same, and damaged bytes raise
@@ -64,7 +67,7 @@ import byoc
 from byoc.context import resolve_backends
 from byoc.errors import ArtifactError
 from byoc.plugins import registry
-from byoc.testing.build import IR_VERSION
+from byoc.testing.build import IR_VERSION, make_model, node
 from byoc.testing.kit import assert_matches_onnxruntime
 from byoc.testing.ops import (
     DIVISORS,
@@ -97,6 +100,7 @@ __all__ = [
     "test_patterns_match_onnxruntime",
     "test_run_is_thread_safe",
     "test_serialize_deserialize_runs_the_same",
+    "test_softmax_masks_may_hold_minus_inf",
     "test_unclaimed_op_falls_back_to_onnxruntime",
 ]
 
@@ -444,6 +448,74 @@ def test_claimed_ops_on_special_values(
                 unguarded += [f"{name} on {value}: {why}"] if why else []
     assert not unguarded, "finite_only, yet by default:\n" + "\n".join(unguarded)
     _verdict(results, backend_known_failures)
+
+
+def _masked_attention(mask: list[int]) -> onnx.ModelProto:
+    """``softmax(q @ k' / 4 + mask) @ v`` of x [1, 8, 16]; a mask of shape [1, 8] (keys) is
+    unsqueezed to [1, 1, 8] first."""
+    rng = np.random.default_rng(0)
+    consts = {f"w{n}": rng.standard_normal((16, 16)).astype(np.float32) for n in "qkv"}
+    consts |= {"four": np.array(4.0, np.float32), "axis": np.array([1], np.int64)}
+    nodes = [node("MatMul", ["x", f"w{n}"], n) for n in "qkv"]
+    if len(mask) == 2:
+        nodes += [node("Unsqueeze", ["keys", "axis"], "mask")]
+    nodes += [
+        node("Transpose", ["k"], "kt", perm=[0, 2, 1]),
+        node("MatMul", ["q", "kt"], "s"),
+        node("Div", ["s", "four"], "s4"),
+        node("Add", ["s4", "mask"], "sm"),
+        node("Softmax", ["sm"], "p", axis=-1),
+        node("MatMul", ["p", "v"], "y"),
+    ]
+    name = "keys" if len(mask) == 2 else "mask"
+    return make_model(nodes, {"x": [1, 8, 16], name: mask}, ["y"], consts)
+
+
+def test_softmax_masks_may_hold_minus_inf(
+    conformance_backend: str,
+    backend_config: dict[str, Any],
+    backend_tolerance: tuple[float, float],
+) -> None:
+    """A ``softmax_masks`` backend, as users run it by default: attention whose mask of 0 and
+    -inf (padding, causal, a row or every row masked entirely: NaN there) the Add into the
+    Softmax reads runs on the backend, not on onnxruntime, and matches onnxruntime; a mask
+    holding NaN or +inf runs on onnxruntime and matches it too."""
+    if not registry().backends[conformance_backend].softmax_masks:
+        pytest.skip("the backend does not declare softmax_masks")
+    if not {"MatMul", "Add", "Softmax"} <= set(_claimed(backend_config, conformance_backend)):
+        pytest.skip("the backend claims no MatMul, Add or Softmax: no attention to check")
+    x = np.random.default_rng(1).standard_normal((1, 8, 16)).astype(np.float32)
+    padded = np.zeros((1, 8), np.float32)
+    padded[:, 5:] = -np.inf
+    causal = np.triu(np.full((1, 8, 8), -np.inf, np.float32), 1)
+    row = causal.copy()
+    row[0, 2] = -np.inf
+    cases: dict[tuple[int, ...], dict[str, np.ndarray]] = {
+        (1, 8): {"padded": padded, "all masked": np.full((1, 8), -np.inf, np.float32)},
+        (1, 8, 8): {"causal": causal, "causal, row 2 masked": row},
+    }
+    failures = []
+    for shape, masks in cases.items():
+        model = _masked_attention(list(shape))
+        found = _claimed_model(model, backend_config)
+        assert found is not None, "the backend claims none of the attention"
+        compiled, reference = found
+        assert not isinstance(compiled, str), compiled
+        name = model.graph.input[1].name
+        (step,) = [s for s in compiled.steps if s.unit.backend == conformance_backend]
+        assert "sm" in step.unit.nodes, compiled.plan and compiled.plan.table()
+        for case, mask in masks.items():
+            why = _difference(compiled, reference, {"x": x, name: mask}, backend_tolerance)
+            failures += [f"mask {list(shape)} {case}: {why}"] if why else []
+        assert step._fallback is None, "a mask of 0 and -inf ran on onnxruntime"
+        for value in (np.nan, np.inf):
+            step._fallback = None  # made when onnxruntime first runs the partition
+            mask = next(iter(masks.values())).copy()
+            mask.flat[0] = value
+            why = _difference(compiled, reference, {"x": x, name: mask}, backend_tolerance)
+            failures += [f"mask {list(shape)} holding {value}: {why}"] if why else []
+            assert step._fallback is not None, f"a mask holding {value} ran on the backend"
+    assert not failures, "\n".join(failures)
 
 
 def test_claimed_ops_on_integer_edges(

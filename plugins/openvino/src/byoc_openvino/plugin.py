@@ -74,8 +74,10 @@ def byoc_register_backends(register: Any) -> None:
         # cores the other needs
         fallback_defaults={"allow_spinning": False},
         # OpenVINO's Relu, Clip, Softmax, max and reductions drop NaN (tests/conftest.py): a
-        # partition whose inputs hold NaN or +-inf runs on onnxruntime
+        # partition whose inputs hold NaN or +-inf runs on onnxruntime; its Add and Softmax
+        # follow ONNX on -inf: attention masks of 0 and -inf stay here
         finite_only=True,
+        softmax_masks=True,
         precisions={"bf16": {"precision": "bf16"}},  # [compile] precision = "bf16"
         build=build_id,
         description="OpenVINO: partitions compiled by OpenVINO's ONNX frontend and CPU plugin",

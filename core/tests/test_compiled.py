@@ -1,0 +1,118 @@
+"""Running a compiled model: the guard of finite-only backends and the -inf of attention masks
+(``Backend.finite_only``, ``Backend.softmax_masks``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import byoc
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from byoc import plugins
+from byoc.testing.build import make_model, node
+
+
+class Counting:
+    """A finite-only backend claiming Add, Softmax and Relu, run by onnxruntime: it counts the
+    runs the guard lets through to it."""
+
+    def __init__(self, softmax_masks: bool) -> None:
+        self.softmax_masks, self.runs = softmax_masks, 0
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register: Any) -> None:
+        register("counting", finite_only=True, softmax_masks=self.softmax_masks)
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend: str, config: Any) -> dict[str, Any]:
+        return {"Add": None, "Softmax": None, "Relu": None, "Reshape": None}
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend: str, partition: Any, config: Any) -> onnx.ModelProto:
+        return partition.model
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend: str, artifact: onnx.ModelProto, config: Any) -> Any:
+        session = ort.InferenceSession(artifact.SerializeToString())
+        names = [i.name for i in session.get_inputs()]
+        plugin = self
+
+        class Runtime:
+            def run(self, args: list[np.ndarray]) -> list[np.ndarray]:
+                plugin.runs += 1
+                return session.run(None, dict(zip(names, args, strict=True)))
+
+        return Runtime()
+
+
+MASKED = [node("Add", ["x", "m"], "s"), node("Softmax", ["s"], "y", axis=-1)]
+RESHAPED = [node("Reshape", ["m", "shape"], "m2"), node("Add", ["x", "m2"], "s")]
+MODELS = {
+    "Add into Softmax": (MASKED, ["y"]),
+    "through a Reshape": ([*RESHAPED, node("Softmax", ["s"], "y", axis=-1)], ["y"]),
+    "through a Reshape into a Relu": ([*RESHAPED, node("Relu", ["s"], "y")], ["y"]),
+    "the mask read by a Relu too": ([*MASKED, node("Relu", ["m"], "r")], ["y", "r"]),
+    "the sum an output too": (MASKED, ["y", "s"]),
+    "the sum read by a Relu": ([node("Add", ["x", "m"], "s"), node("Relu", ["s"], "y")], ["y"]),
+}
+
+
+def run_on(model: str, backend: Counting, mask: np.ndarray) -> int:
+    """How many times ``backend`` ran the model's one partition on x and ``mask`` (checked
+    against onnxruntime, NaN where it has NaN)."""
+    nodes, outputs = MODELS[model]
+    shape = {"shape": np.array([2, 4], np.int64)}
+    onnx_model = make_model(nodes, {"x": [2, 4], "m": [2, 4]}, outputs, shape)
+    reg = plugins.Registry(only=[])
+    reg.add(backend, "byoc-counting")
+    compiled = byoc.compile(onnx_model, {"backends": ["counting"]}, registry=reg)
+    assert [s.unit.backend for s in compiled.steps] == ["counting"]
+    feeds = {"x": np.arange(8, dtype=np.float32).reshape(2, 4), "m": mask}
+    want = ort.InferenceSession(onnx_model.SerializeToString()).run(outputs, feeds)
+    before = backend.runs
+    got = compiled.run(feeds)
+    for name, value in zip(outputs, want, strict=True):
+        np.testing.assert_allclose(got[name], value, 1e-6, 1e-6)
+    return backend.runs - before
+
+
+def mask(*values: float) -> np.ndarray:
+    """Row 0 masks its last key with values[0]; row 1 holds values[1:] (then 0)."""
+    m = np.zeros((2, 4), np.float32)
+    m[0, 3] = values[0]
+    m[1, : len(values) - 1] = values[1:]
+    return m
+
+
+def test_a_mask_of_minus_inf_into_softmax_stays_on_the_backend() -> None:
+    """-inf in an input that only an Add into a Softmax reads (a padded, or a fully masked row:
+    NaN as in onnxruntime) runs on a ``softmax_masks`` backend; NaN or +inf there, or -inf in
+    any other input, run on onnxruntime."""
+    backend = Counting(softmax_masks=True)
+    inf = np.inf
+    assert run_on("Add into Softmax", backend, mask(-inf)) == 1
+    assert run_on("Add into Softmax", backend, mask(-inf, -inf, -inf, -inf, -inf)) == 1
+    assert run_on("Add into Softmax", backend, mask(-inf, np.nan)) == 0
+    assert run_on("Add into Softmax", backend, mask(-inf, inf)) == 0
+
+
+def test_a_mask_may_be_moved_on_its_way() -> None:
+    """Ops that only move values (Reshape, Unsqueeze, Expand, ...) between the input and the
+    Add leave -inf as it is."""
+    assert run_on("through a Reshape", Counting(softmax_masks=True), mask(-np.inf)) == 1
+
+
+@pytest.mark.parametrize(
+    "model", [m for m in MODELS if m not in ("Add into Softmax", "through a Reshape")]
+)
+def test_minus_inf_anywhere_else_runs_on_onnxruntime(model: str) -> None:
+    """A mask another op reads too, or a sum that is more than a Softmax's input, may carry
+    -inf where the backend is not exact: the partition runs on onnxruntime."""
+    assert run_on(model, Counting(softmax_masks=True), mask(-np.inf)) == 0
+    assert run_on(model, Counting(softmax_masks=True), mask(0.0)) == 1
+
+
+def test_without_softmax_masks_minus_inf_runs_on_onnxruntime() -> None:
+    assert run_on("Add into Softmax", Counting(softmax_masks=False), mask(-np.inf)) == 0
