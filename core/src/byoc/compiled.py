@@ -255,19 +255,17 @@ class CompiledModel:
 
 
 def _finite(args: list[Any], masks: frozenset[int] = frozenset()) -> bool:
-    """Whether no floating-point argument holds NaN or +-inf (one pass: a sum; a sum that
-    overflows is checked again element by element), those at ``masks`` NaN or +inf (one pass:
-    their maximum, NaN if one is)."""
+    """Whether no floating-point argument holds NaN or +-inf, those at ``masks`` NaN or +inf
+    (one pass each: ``isfinite``, or for a mask its maximum, NaN if one is). ``isfinite`` is
+    as fast as a sum up to a million values and twice as fast below 200k (3 us on P1's input,
+    a sum under ``errstate`` 6 us), and no sum can overflow (a mask of -3.4e38)."""
     for i, a in enumerate(args):
         floats = isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size
         if floats and i in masks:
             if not a.max() < np.inf:
                 return False
-        elif floats:
-            with np.errstate(over="ignore", invalid="ignore"):  # a mask of -3.4e38: no noise
-                total = a.sum()
-            if not np.isfinite(total) and not np.isfinite(a).all():
-                return False
+        elif floats and not np.isfinite(a).all():
+            return False
     return True
 
 
