@@ -1,5 +1,5 @@
-"""Running a compiled model: the guard of finite-only backends and the -inf of attention masks
-(``Backend.finite_only``, ``Backend.softmax_masks``)."""
+"""Running a compiled model: the guard of finite-only backends, the -inf of attention masks and
+integers past a backend's limit (``Backend.finite_only``, ``softmax_masks``, ``int_limit``)."""
 
 from __future__ import annotations
 
@@ -116,3 +116,45 @@ def test_minus_inf_anywhere_else_runs_on_onnxruntime(model: str) -> None:
 
 def test_without_softmax_masks_minus_inf_runs_on_onnxruntime() -> None:
     assert run_on("Add into Softmax", Counting(softmax_masks=False), mask(-np.inf)) == 0
+
+
+class Narrow(Counting):
+    """Exact on integers of magnitude below 2**24 only (``int_limit``), like OpenVINO's CPU
+    plugin; claims Add and Cast."""
+
+    def __init__(self) -> None:
+        super().__init__(softmax_masks=False)
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register: Any) -> None:
+        register("counting", int_limit=1 << 24)
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend: str, config: Any) -> dict[str, Any]:
+        return {"Add": None, "Cast": None}
+
+
+@pytest.mark.parametrize(
+    "ids, runs",
+    [([1, 2, (1 << 24) - 2], 1), ([1, -(1 << 24), 3], 0), ([1 << 40, 0, 0], 0)],
+)
+def test_integers_past_a_backends_int_limit_run_on_onnxruntime(ids: list[int], runs: int) -> None:
+    """A model's int64 input reaches the backend only while every value is below its
+    ``int_limit`` (whatever ``[fallback] nonfinite_inputs`` says); else onnxruntime runs the
+    partition, exactly."""
+    model = make_model(
+        [node("Add", ["ids", "one"], "s"), node("Cast", ["s"], "y", to=onnx.TensorProto.FLOAT)],
+        {"ids": (np.int64, [3])},
+        ["y"],
+        {"one": np.array(1, np.int64)},
+    )
+    backend = Narrow()
+    reg = plugins.Registry(only=[])
+    reg.add(backend, "byoc-counting")
+    config = {"backends": ["counting"], "fallback": {"nonfinite_inputs": "backend"}}
+    compiled = byoc.compile(model, config, registry=reg)
+    feeds = {"ids": np.array(ids, np.int64)}
+    (want,) = ort.InferenceSession(model.SerializeToString()).run(["y"], feeds)
+    before = backend.runs
+    np.testing.assert_array_equal(compiled.run(feeds)["y"], want)
+    assert backend.runs - before == runs

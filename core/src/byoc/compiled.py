@@ -72,8 +72,10 @@ class Step:
     artifact: Any = field(repr=False)  # source, weights: too big to print
     runtime: Any = field(repr=False)
     drop: list[str] = field(default_factory=list)  # values no later step reads
-    guarded: bool = False  # inputs holding NaN or +-inf run on onnxruntime (Backend.finite_only)
+    guarded: bool = False  # its inputs are checked (below); those that fail run on onnxruntime
+    finite: bool = False  # no NaN or +-inf in float inputs (Backend.finite_only)
     masks: frozenset[int] = frozenset()  # inputs (positions) that may hold -inf: softmax_masks
+    int_limit: int | None = None  # 32- and 64-bit integer inputs below it (Backend.int_limit)
     _fallback: Any = None
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -141,25 +143,31 @@ class CompiledModel:
         self._guard(steps)
 
     def _guard(self, steps: list[Step]) -> None:
-        """Mark the steps of finite-only backends ([fallback] nonfinite_inputs)."""
-        if self.fallback_config.get("nonfinite_inputs", "onnxruntime") != "onnxruntime":
-            return
+        """Mark the steps whose inputs are checked before their backend sees them: NaN and
+        +-inf for finite-only backends ([fallback] nonfinite_inputs), integers at or past a
+        backend's ``int_limit``."""
+        finite = self.fallback_config.get("nonfinite_inputs", "onnxruntime") == "onnxruntime"
         bare = []
         for step in steps:
             backend = self.registry.backends.get(step.unit.backend)
-            if backend is None or not backend.finite_only:
+            if backend is None:
+                continue
+            step.finite = finite and backend.finite_only
+            step.int_limit = backend.int_limit
+            if not step.finite and step.int_limit is None:
                 continue
             step.guarded = bool(step.unit.model.graph.node)
             if not step.guarded:
                 bare.append(step.unit.name)
-            elif backend.softmax_masks:
+            elif step.finite and backend.softmax_masks:
                 masks = _softmax_masks(step.unit.model.graph)
                 step.masks = frozenset(i for i, n in enumerate(step.unit.inputs) if n in masks)
         if bare:
             warnings.warn(
                 f"partitions {', '.join(bare)} carry no ONNX copy (an older .byoc file): NaN "
-                "or +-inf in their inputs run on their backend, whose special values may "
-                "differ from onnxruntime's; save the model again to carry them",
+                "or +-inf (or large integers) in their inputs run on their backend, whose "
+                "results there may differ from onnxruntime's; save the model again to carry "
+                "them",
                 stacklevel=3,
             )
 
@@ -222,7 +230,7 @@ class CompiledModel:
             args = [env[name] for name in unit.inputs]
             start = time.perf_counter() if times is not None else 0.0
             try:
-                if step.guarded and not _finite(args, step.masks):
+                if step.guarded and not _admissible(args, step):
                     results = results_of(
                         unit, step.fallback(self.fallback_config, self.registry).run(args)
                     )
@@ -254,17 +262,24 @@ class CompiledModel:
         return f"<CompiledModel {kinds}>"
 
 
-def _finite(args: list[Any], masks: frozenset[int] = frozenset()) -> bool:
-    """Whether no floating-point argument holds NaN or +-inf, those at ``masks`` NaN or +inf
-    (one pass each: ``isfinite``, or for a mask its maximum, NaN if one is). ``isfinite`` is
-    as fast as a sum up to a million values and twice as fast below 200k (3 us on P1's input,
-    a sum under ``errstate`` 6 us), and no sum can overflow (a mask of -3.4e38)."""
+def _admissible(args: list[Any], step: Step) -> bool:
+    """Whether the step's backend may run these arguments: with ``step.finite``, no float holds
+    NaN or +-inf (one pass: ``isfinite``, as fast as a sum up to a million values and twice as
+    fast below 200k, 3 us on P1's input; for an attention mask at ``step.masks``, its maximum,
+    NaN if one is, so -inf passes), and no 32- or 64-bit integer reaches ``step.int_limit``
+    (its minimum and maximum)."""
+    limit = step.int_limit
     for i, a in enumerate(args):
-        floats = isinstance(a, np.ndarray) and a.dtype.kind == "f" and a.size
-        if floats and i in masks:
-            if not a.max() < np.inf:
-                return False
-        elif floats and not np.isfinite(a).all():
+        if not isinstance(a, np.ndarray) or not a.size:
+            continue
+        kind = a.dtype.kind
+        if kind == "f" and step.finite:
+            ok = a.max() < np.inf if i in step.masks else np.isfinite(a).all()
+        elif kind in "iu" and a.dtype.itemsize >= 4 and limit is not None:
+            ok = a.max() < limit and (kind == "u" or a.min() > -limit)
+        else:
+            continue
+        if not ok:
             return False
     return True
 

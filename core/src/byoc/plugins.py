@@ -52,6 +52,11 @@ class Backend:
     # TorchScript exports write it), may hold -inf.
     # The conformance suite checks it (test_softmax_masks_may_hold_minus_inf).
     softmax_masks: bool = False
+    # Its 32- and 64-bit integer arithmetic is exact only below this magnitude (OpenVINO's CPU
+    # plugin computes int64 in int32, and int32 through float32: 2**24): a partition whose
+    # such inputs reach it runs on onnxruntime, so the backend may claim nodes that read a
+    # model's integer inputs (token ids, masks). Independent of [fallback] nonfinite_inputs.
+    int_limit: int | None = None
     # Reduced precisions it offers ([compile] precision), as overrides of its options, e.g.
     # dnnl's {"bf16": {"fpmath": "bf16"}}: placement tries each partition with them.
     precisions: dict[str, dict[str, Any]] = field(default_factory=dict)

@@ -111,7 +111,9 @@ def test_explain_shows_openvinos_own_reason() -> None:
     assert_matches_onnxruntime(model, config())
 
 
-def test_int64_values_from_outside_and_tiny_divisors_are_refused() -> None:
+def test_tiny_divisors_are_refused_and_large_integers_run_on_onnxruntime() -> None:
+    """An int64 model input is claimed (OpenVINO computes it in int32): byoc runs it on
+    onnxruntime when a value reaches 2**24 (``int_limit``), so the answer is exact either way."""
     model = make_model(
         [
             node("Add", ["i", "one"], "j"),
@@ -125,9 +127,37 @@ def test_int64_values_from_outside_and_tiny_divisors_are_refused() -> None:
     )
     plan = byoc.partition(model, config())
     reasons = {n: dict(d.refusals).get("openvino", "") for n, d in plan.decisions.items()}
-    assert "int32 or float32" in reasons["j"]
     assert "x * (1 / y)" in reasons["q"]
     assert plan.decisions["r"].backend == "openvino"  # divided by a square root: safe
+    assert plan.decisions["j"].backend == "openvino"
+    x = np.ones(4, np.float32)
+    compiled = byoc.compile(model, config())
+    for i in ([1, 2, 3, 4], [1 << 40, -5, 0, 7]):
+        feeds = {"i": np.array(i, np.int64), "x": x, "d": x}
+        np.testing.assert_array_equal(compiled.run(feeds)["j"], np.array(i) + 1)
+
+
+def test_token_ids_gathered_are_checked_before_openvino_sees_them() -> None:
+    """An embedding Gather of a model's token ids runs on OpenVINO, which gives zeros for an id
+    out of range where onnxruntime fails: such ids are refused with an InputError. Ids computed
+    from the input (here + 1) cannot be checked: that Gather stays on onnxruntime."""
+    table = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
+    constants = {"table": table, "one": np.array(1, np.int64)}
+    gather = node("Gather", ["table", "ids"], "e")
+    shifted = [node("Add", ["ids", "one"], "next"), node("Gather", ["table", "next"], "f")]
+    model = make_model([gather, *shifted], {"ids": (np.int64, [1, 5])}, ["e", "f"], constants)
+    plan = byoc.partition(model, config())
+    assert plan.decisions["e"].backend == "openvino"
+    assert "computed from a model input" in dict(plan.decisions["f"].refusals)["openvino"]
+    alone = make_model([gather], {"ids": (np.int64, [1, 5])}, ["e"], {"table": table})
+    compiled = byoc.compile(alone, config())
+    assert [s.unit.backend for s in compiled.steps] == ["openvino"]
+    ids = np.array([[0, 3, -2, 9, -10]], np.int64)
+    np.testing.assert_array_equal(compiled.run({"ids": ids})["e"], table[ids])
+    for bad in (10, -11):
+        ids[0, 2] = bad
+        with pytest.raises(InputError, match=r"outside \[-10, 10\) of Gather"):
+            compiled.run({"ids": ids})
 
 
 @pytest.mark.parametrize("op", ["Softmax", "LogSoftmax", "Hardmax"])

@@ -38,6 +38,7 @@ NOT_SUPPORTED = f"not supported by OpenVINO {DEVICE}"
 _MAX_ROUNDS = 8  # conversions of the whole model, each cutting out the nodes that failed
 _SMALL_CONST = 1024  # constant inputs up to this many elements key the per-node cache by value
 _EXACT = 1 << 24  # integers of at most this magnitude survive float32 exactly
+INT_LIMIT = _EXACT  # Backend.int_limit: byoc runs larger integer inputs on onnxruntime
 _WIDE_INTS = ("int32", "uint32", "int64", "uint64")
 # Integer outputs that stay small whatever the input: indices and sizes of real tensors.
 _INDEX_OPS = frozenset({"Shape", "Size", "ArgMax", "ArgMin", "NonZero", "TopK", "Unique"})
@@ -50,6 +51,9 @@ _GROWING_OPS = frozenset(
     }
 )  # fmt: skip
 _INT8_PRODUCTS = ("MatMulInteger", "ConvInteger")  # B's zero point is input 3
+# Ops that index their data with input 1: onnxruntime fails on an index out of range, OpenVINO
+# gives zeros (Gather-8) or writes elsewhere.
+_INDEXING = frozenset({"Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND"})
 # Never offered: their values are random (onnxruntime draws others), or they are not tensors.
 _NEVER = frozenset(
     {
@@ -101,8 +105,13 @@ def convert(model: onnx.ModelProto) -> Any:
 class _Widths:
     """Which 32- and 64-bit integer values of a graph are known to be small (the CPU plugin
     computes int64 in int32, and int32 arithmetic and comparisons through float32: both are
-    exact below 2**24): constants that are, outputs of index ops, and outputs of ops that move,
-    pick, compare or add such values. One pass over the nodes, in topological order.
+    exact below 2**24): constants that are, the model's inputs (byoc checks them at run time,
+    ``INT_LIMIT``), outputs of index ops, and outputs of ops that move, pick, compare or add
+    such values. One pass over the nodes, in topological order.
+
+    ``derived`` holds the integer values computed from a model input: as indices (``_INDEXING``)
+    they may fall outside the data, which only a Gather reading a model input itself has
+    checked at run time (``runtime.index_bounds``).
 
     ``exact`` holds the int32 results of MatMulInteger and ConvInteger of int8 weights with no
     zero point (or 0): OpenVINO computes them in its int8 kernels, exactly at any size (else
@@ -110,12 +119,17 @@ class _Widths:
 
     def __init__(self, graph: Any) -> None:
         self.graph = graph
-        self.small: set[str] = set()
+        self.small: set[str] = {n for n in graph.inputs if _wide(graph.type_of(n))}
+        self.derived: set[str] = set(self.small)
         self.exact: set[str] = set()
         for i, proto in enumerate(graph.nodes):
             node = graph.view(i)
             if self._makes_small(node):
                 self.small.update(out for out in proto.output if out)
+            if node.op_type not in _INDEX_OPS and self.derived.intersection(node.inputs):
+                self.derived.update(
+                    out for k, out in enumerate(node.outputs) if out and _ints(node.output_type(k))
+                )
             if node.op_type in _INT8_PRODUCTS and _symmetric_int8(node):
                 self.exact.add(node.outputs[0])
 
@@ -166,6 +180,25 @@ def _wide(t: TensorType | None) -> bool:
     return t is not None and t.dtype is not None and t.dtype.name in _WIDE_INTS
 
 
+def _ints(t: TensorType | None) -> bool:
+    return t is not None and t.dtype is not None and t.dtype.kind in "iu"
+
+
+def _index_reason(node: NodeView, widths: _Widths) -> str | None:
+    """Why indices computed from a model input cannot go to OpenVINO, or None."""
+    if node.op_type not in _INDEXING or len(node.inputs) < 2:
+        return None
+    indices = node.inputs[1]
+    if indices not in widths.derived:
+        return None
+    if node.op_type == "Gather" and indices in node.graph.inputs:
+        return None  # the model's input itself: its range is checked before each run
+    return (
+        f"its indices '{indices}' are computed from a model input and may fall outside the "
+        f"data, where onnxruntime fails and OpenVINO's {DEVICE} plugin gives zeros"
+    )
+
+
 # Ops OpenVINO says it supports but computes wrongly, found by byoc's conformance suite.
 WRONG = {
     "LRN": (
@@ -213,6 +246,11 @@ def _safe_divisor(graph: Any, name: str) -> bool:
     return False
 
 
+def _constant_or_zero(graph: Any, name: str) -> np.ndarray:
+    value = graph.constant(name)
+    return np.zeros(1) if value is None else value
+
+
 def _non_negative(graph: Any, name: str) -> bool:
     if name not in graph.producer:
         return False
@@ -253,11 +291,17 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     """Why the CPU plugin would compute this node at another precision (or wrongly), or None."""
     if node.op_type in WRONG:
         return WRONG[node.op_type]
-    flattening = _flattening_axis(node)
-    if flattening is not None:
-        return flattening
+    rule = _flattening_axis(node) or _index_reason(node, widths)
+    if rule is not None:
+        return rule
     divisor = node.input_type(1) if node.op_type in ("Div", "Mod") else None
     floats = divisor is not None and divisor.dtype is not None and divisor.dtype.kind == "f"
+    ints = node.op_type == "Div" and _ints(divisor)
+    if ints and not np.all(_constant_or_zero(node.graph, node.inputs[1])):
+        return (
+            f"onnxruntime fails on an integer division by zero, OpenVINO's {DEVICE} plugin "
+            f"returns a value; the divisor '{node.inputs[1]}' is not a constant without zeros"
+        )
     if floats and not _safe_divisor(node.graph, node.inputs[1]):
         return (
             f"OpenVINO's {DEVICE} plugin divides ({node.op_type}) as x * (1 / y), which is inf "

@@ -78,6 +78,9 @@ def byoc_register_backends(register: Any) -> None:
         # follow ONNX on -inf: attention masks of 0 and -inf stay here
         finite_only=True,
         softmax_masks=True,
+        # it computes int64 in int32 and int32 through float32: larger integers run on
+        # onnxruntime, so nodes reading a model's token ids or masks can be claimed
+        int_limit=annotate.INT_LIMIT,
         precisions={"bf16": {"precision": "bf16"}},  # [compile] precision = "bf16"
         build=build_id,
         description="OpenVINO: partitions compiled by OpenVINO's ONNX frontend and CPU plugin",

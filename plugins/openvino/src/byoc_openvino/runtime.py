@@ -22,7 +22,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import onnx
 from byoc import BackendError, InputError
+from byoc.graph import Graph
 
 from byoc_openvino import annotate
 from byoc_openvino.artifact import Artifact, Tensor
@@ -81,7 +83,30 @@ def compile_partition(artifact: Artifact, config: Mapping[str, Any]) -> Runtime:
         compiled = annotate.core().compile_model(model, annotate.DEVICE, props)
     except Exception as exc:
         raise BackendError(f"{where}: OpenVINO could not compile it: {_last(exc)}") from exc
-    return Runtime(artifact.symbol, compiled, artifact.inputs, artifact.outputs)
+    runtime = Runtime(artifact.symbol, compiled, artifact.inputs, artifact.outputs)
+    runtime.bounds = index_bounds(artifact.model, artifact.inputs)
+    return runtime
+
+
+def index_bounds(model: onnx.ModelProto, inputs: list[Tensor]) -> dict[int, tuple[str, int]]:
+    """The partition inputs a Gather reads as indices (by position): the node and the size of
+    the axis it indexes (the smallest, if several Gathers read one). onnxruntime fails on an
+    index outside [-size, size), OpenVINO gives zeros: ``run`` refuses such inputs first."""
+    graph = Graph(model)
+    position = {t.name: k for k, t in enumerate(inputs)}
+    bounds: dict[int, tuple[str, int]] = {}
+    for node in graph.nodes:
+        if node.op_type != "Gather" or len(node.input) < 2 or node.input[1] not in position:
+            continue
+        data = graph.type_of(node.input[0])
+        if data is None or not data.is_static or not data.shape:
+            raise BackendError(f"Gather '{node.name}': the shape of its data is not known")
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+        size = int(data.shape[axis % len(data.shape)])  # type: ignore[arg-type]
+        k = position[node.input[1]]
+        if k not in bounds or size < bounds[k][1]:
+            bounds[k] = (node.name, size)
+    return bounds
 
 
 def _last(exc: Exception) -> str:
@@ -106,6 +131,7 @@ class Runtime:
             self._port(compiled.outputs, k, t, "output") for k, t in enumerate(outputs)
         ]
         self._local = threading.local()
+        self.bounds: dict[int, tuple[str, int]] = {}  # index_bounds
 
     def _port(self, ports: Sequence[Any], k: int, want: Tensor, kind: str) -> int:
         """The compiled model's port of signature entry ``k``: by tensor name, else by position
@@ -159,6 +185,13 @@ class Runtime:
                     f"{self.symbol}: input '{want.name}' is {value.dtype}{list(value.shape)}, "
                     f"expected {want.dtype}{list(want.shape)}"
                 )
+            if k in self.bounds and value.size:
+                node, size = self.bounds[k]
+                if value.min() < -size or value.max() >= size:
+                    raise InputError(
+                        f"{self.symbol}: input '{want.name}' holds indices outside [-{size}, "
+                        f"{size}) of Gather '{node}' (from {value.min()} to {value.max()})"
+                    )
             flags = value.flags
             if not (flags.c_contiguous and flags.aligned and flags.writeable):
                 value = np.array(value, order="C")  # OpenVINO shares only such arrays
