@@ -333,9 +333,14 @@ def _compiler_env(cc: str) -> Iterator[None]:
                     os.environ[k] = v
 
 
-# Idle OpenMP threads spin this many times (tens of microseconds on x86: the gaps between
-# back-to-back kernels) before sleeping, leaving the core to what runs next.
-OPENMP_SPIN_BRIEFLY = 3000
+# Idle OpenMP threads spin this many times (about 0.4 ms on x86: the gaps between
+# back-to-back kernels) before sleeping, leaving the core to what runs next. 3000 spins (40 us)
+# let a worker fall asleep between a run's kernels; on a VM whose idle vCPU wakes slowly, a
+# model called in bursts after a pause of 20 ms or more then stayed slow run after run (P1 on
+# dnnl: 0.6 ms -> 6.5 ms per run, every run of each burst): with 30000 only the first run of a
+# burst pays the wake-up (dnnl zoo, static: P1 0.50 -> 0.46, bert-enc-int8 0.77 -> 0.62,
+# crnn-lstm 1.28 -> 1.21; 100000 measured the same).
+OPENMP_SPIN_BRIEFLY = 30000
 
 
 def load(library: Library, kind: str, cache: str = "", *, openmp_spin: int = 0) -> tuple[Any, Any]:
