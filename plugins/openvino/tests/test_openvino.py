@@ -138,22 +138,28 @@ def test_tiny_divisors_are_refused_and_large_integers_run_on_onnxruntime() -> No
 
 
 def test_token_ids_gathered_are_checked_before_openvino_sees_them() -> None:
-    """An embedding Gather of a model's token ids runs on OpenVINO, which gives zeros for an id
-    out of range where onnxruntime fails: such ids are refused with an InputError. Ids computed
-    from the input (here + 1) cannot be checked: that Gather stays on onnxruntime."""
+    """An embedding Gather of a model's token ids (maybe reshaped first) runs on OpenVINO, which
+    gives zeros for an id out of range where onnxruntime fails: such ids are refused with an
+    InputError. Ids computed from the input (here + 1) cannot be checked: that Gather stays on
+    onnxruntime."""
     table = np.random.default_rng(0).standard_normal((10, 4)).astype(np.float32)
-    constants = {"table": table, "one": np.array(1, np.int64)}
+    constants = {"table": table, "one": np.array(1, np.int64), "row": np.array([5], np.int64)}
     gather = node("Gather", ["table", "ids"], "e")
+    flat = [node("Reshape", ["ids", "row"], "flat"), node("Gather", ["table", "flat"], "g")]
     shifted = [node("Add", ["ids", "one"], "next"), node("Gather", ["table", "next"], "f")]
-    model = make_model([gather, *shifted], {"ids": (np.int64, [1, 5])}, ["e", "f"], constants)
+    graph = [gather, *shifted, *flat]
+    model = make_model(graph, {"ids": (np.int64, [1, 5])}, ["e", "f", "g"], constants)
     plan = byoc.partition(model, config())
-    assert plan.decisions["e"].backend == "openvino"
+    assert plan.decisions["e"].backend == plan.decisions["g"].backend == "openvino"
     assert "computed from a model input" in dict(plan.decisions["f"].refusals)["openvino"]
-    alone = make_model([gather], {"ids": (np.int64, [1, 5])}, ["e"], {"table": table})
+    both = {"table": table, "row": constants["row"]}
+    alone = make_model([gather, *flat], {"ids": (np.int64, [1, 5])}, ["e", "g"], both)
     compiled = byoc.compile(alone, config())
     assert [s.unit.backend for s in compiled.steps] == ["openvino"]
     ids = np.array([[0, 3, -2, 9, -10]], np.int64)
-    np.testing.assert_array_equal(compiled.run({"ids": ids})["e"], table[ids])
+    got = compiled.run({"ids": ids})
+    np.testing.assert_array_equal(got["e"], table[ids])
+    np.testing.assert_array_equal(got["g"], table[ids.reshape(5)])
     for bad in (10, -11):
         ids[0, 2] = bad
         with pytest.raises(InputError, match=r"outside \[-10, 10\) of Gather"):

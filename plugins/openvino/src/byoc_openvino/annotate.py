@@ -24,7 +24,7 @@ import io
 import re
 import threading
 import weakref
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from functools import cache
 from typing import Any
 
@@ -184,6 +184,22 @@ def _ints(t: TensorType | None) -> bool:
     return t is not None and t.dtype is not None and t.dtype.kind in "iu"
 
 
+# Ops whose output holds their first input's values, only placed otherwise.
+_MOVES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})
+
+
+def moved_from(graph: Any, name: str, sources: Collection[str]) -> str | None:
+    """The one of ``sources`` whose values ``name`` holds, moved by ``_MOVES`` only, or None."""
+    while name not in sources:
+        if name not in graph.producer:
+            return None
+        node = graph.nodes[graph.producer[name]]
+        if node.op_type not in _MOVES or not node.input:
+            return None
+        name = node.input[0]
+    return name
+
+
 def _index_reason(node: NodeView, widths: _Widths) -> str | None:
     """Why indices computed from a model input cannot go to OpenVINO, or None."""
     if node.op_type not in _INDEXING or len(node.inputs) < 2:
@@ -191,8 +207,8 @@ def _index_reason(node: NodeView, widths: _Widths) -> str | None:
     indices = node.inputs[1]
     if indices not in widths.derived:
         return None
-    if node.op_type == "Gather" and indices in node.graph.inputs:
-        return None  # the model's input itself: its range is checked before each run
+    if node.op_type == "Gather" and moved_from(node.graph, indices, node.graph.inputs):
+        return None  # the model's input, maybe reshaped: its range is checked before each run
     return (
         f"its indices '{indices}' are computed from a model input and may fall outside the "
         f"data, where onnxruntime fails and OpenVINO's {DEVICE} plugin gives zeros"

@@ -89,21 +89,25 @@ def compile_partition(artifact: Artifact, config: Mapping[str, Any]) -> Runtime:
 
 
 def index_bounds(model: onnx.ModelProto, inputs: list[Tensor]) -> dict[int, tuple[str, int]]:
-    """The partition inputs a Gather reads as indices (by position): the node and the size of
-    the axis it indexes (the smallest, if several Gathers read one). onnxruntime fails on an
-    index outside [-size, size), OpenVINO gives zeros: ``run`` refuses such inputs first."""
+    """The partition inputs a Gather reads as indices, maybe reshaped first (by position): the
+    node and the size of the axis it indexes (the smallest, if several Gathers read one).
+    onnxruntime fails on an index outside [-size, size), OpenVINO gives zeros: ``run`` refuses
+    such inputs first."""
     graph = Graph(model)
     position = {t.name: k for k, t in enumerate(inputs)}
     bounds: dict[int, tuple[str, int]] = {}
     for node in graph.nodes:
-        if node.op_type != "Gather" or len(node.input) < 2 or node.input[1] not in position:
+        source = None
+        if node.op_type == "Gather" and len(node.input) > 1:
+            source = annotate.moved_from(graph, node.input[1], position)
+        if source is None:
             continue
         data = graph.type_of(node.input[0])
         if data is None or not data.is_static or not data.shape:
             raise BackendError(f"Gather '{node.name}': the shape of its data is not known")
         axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
         size = int(data.shape[axis % len(data.shape)])  # type: ignore[arg-type]
-        k = position[node.input[1]]
+        k = position[source]
         if k not in bounds or size < bounds[k][1]:
             bounds[k] = (node.name, size)
     return bounds
