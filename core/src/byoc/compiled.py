@@ -18,7 +18,7 @@ from byoc import plugins
 from byoc.errors import BackendError, ByocError, InputError
 from byoc.export import save
 from byoc.fallback import raw_run
-from byoc.graph import Graph, TensorType, subgraph_reads
+from byoc.graph import MOVES, Graph, TensorType, subgraph_reads
 from byoc.inputs import check_inputs, value_ranges
 from byoc.plan import FALLBACK, Partition, Plan
 from byoc.plugins import Registry
@@ -284,10 +284,6 @@ def _admissible(args: list[Any], step: Step) -> bool:
     return True
 
 
-# ops that only move values: -inf passes through them unchanged
-_MOVES = {"Expand", "Flatten", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze"}
-
-
 def _softmax_masks(graph: onnx.GraphProto) -> set[str]:
     """The inputs of ``graph`` that only Adds read, through ops that only move values, whose
     sums only Softmax nodes read (and none of it is an output): attention masks, where -inf
@@ -310,7 +306,7 @@ def _softmax_masks(graph: onnx.GraphProto) -> set[str]:
             if node.op_type == "Add":
                 return into_softmax(node)
             moved = node.input[0] == name and name not in node.input[1:]  # not a shape
-            return node.op_type in _MOVES and moved and mask(node.output[0])
+            return node.op_type in MOVES and moved and mask(node.output[0])  # -inf stays
 
         return read_by(name, ok)
 

@@ -14,6 +14,8 @@ from onnx import helper, numpy_helper
 from byoc.errors import ModelError
 
 SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
+# Ops whose output holds values of their first input only, placed otherwise (none computes).
+MOVES = frozenset({"Expand", "Flatten", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze"})
 # Ops whose result is folded to a constant when every input is constant ("int8 behind Cast").
 _FOLDABLE = frozenset(
     {

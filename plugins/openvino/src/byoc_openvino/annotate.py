@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import onnx
 from byoc import NodeView, TensorType
+from byoc.graph import MOVES
 from onnx import helper, numpy_helper
 
 DEVICE = "CPU"
@@ -184,17 +185,13 @@ def _ints(t: TensorType | None) -> bool:
     return t is not None and t.dtype is not None and t.dtype.kind in "iu"
 
 
-# Ops whose output holds their first input's values, only placed otherwise.
-_MOVES = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Transpose"})
-
-
 def moved_from(graph: Any, name: str, sources: Collection[str]) -> str | None:
-    """The one of ``sources`` whose values ``name`` holds, moved by ``_MOVES`` only, or None."""
+    """The one of ``sources`` whose values ``name`` holds, moved by ``MOVES`` only, or None."""
     while name not in sources:
         if name not in graph.producer:
             return None
         node = graph.nodes[graph.producer[name]]
-        if node.op_type not in _MOVES or not node.input:
+        if node.op_type not in MOVES or not node.input:
             return None
         name = node.input[0]
     return name
