@@ -325,7 +325,7 @@ class Placer:
         margin. Partition savings each rest on an onnxruntime time of their own region, timed
         apart: bert-enc's dnnl encoder (166 nodes) saved 1.50-1.63 ms and OpenVINO's (173, its
         token-id Gathers too) 1.58-1.60, a tie that flipped between compiles, while end to end
-        OpenVINO's plan ran at 0.66-0.71 of onnxruntime and dnnl's at 0.75-0.79."""
+        OpenVINO's plan ran at 0.66-0.71 of onnxruntime and dnnl's at 0.73-0.79."""
 
         def reuse(unit: Partition) -> tuple[Any, Any] | None:
             return self.built.get(self._key(unit)) if unit.backend != FALLBACK else None
