@@ -481,10 +481,13 @@ _lock = threading.Lock()
 
 
 def support(graph: Any) -> Support:
-    """The query of ``graph``, made once."""
+    """The query of ``graph``, made once. The answer holds only a weak proxy of the graph: a
+    value that held the graph itself would keep its weak key, and every graph with its
+    weights, alive for good (about 120 MB more per compile of gpt2-kv, 500 MB with every
+    backend)."""
     with _lock:
         if graph not in _supports:
-            _supports[graph] = Support(graph)
+            _supports[graph] = Support(weakref.proxy(graph))
         return _supports[graph]
 
 
