@@ -149,11 +149,25 @@ def test_token_ids_gathered_are_checked_before_openvino_sees_them() -> None:
     gather = node("Gather", ["table", "ids"], "e")
     flat = [node("Reshape", ["ids", "row"], "flat"), node("Gather", ["table", "flat"], "g")]
     shifted = [node("Add", ["ids", "one"], "next"), node("Gather", ["table", "next"], "f")]
-    graph = [gather, *shifted, *flat]
-    model = make_model(graph, {"ids": (np.int64, [1, 5])}, ["e", "f", "g"], constants)
+    rounded = [  # indices computed through floats: as unchecked as any others
+        node(
+            "Cast",
+            [
+                "ids",
+            ],
+            "fid",
+            to=onnx.TensorProto.FLOAT,
+        ),
+        node("Cast", ["fid"], "iid", to=onnx.TensorProto.INT64),
+        node("Gather", ["table", "iid"], "h"),
+    ]
+    graph = [gather, *shifted, *flat, *rounded]
+    model = make_model(graph, {"ids": (np.int64, [1, 5])}, ["e", "f", "g", "h"], constants)
     plan = byoc.partition(model, config())
     assert plan.decisions["e"].backend == plan.decisions["g"].backend == "openvino"
-    assert "computed from a model input" in dict(plan.decisions["f"].refusals)["openvino"]
+    for unchecked in ("f", "h"):
+        reasons = dict(plan.decisions[unchecked].refusals)
+        assert "computed from a model input" in reasons["openvino"]
     both = {"table": table, "row": constants["row"]}
     alone = make_model([gather, *flat], {"ids": (np.int64, [1, 5])}, ["e", "g"], both)
     compiled = byoc.compile(alone, config())

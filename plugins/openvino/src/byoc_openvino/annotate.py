@@ -110,9 +110,10 @@ class _Widths:
     ``INT_LIMIT``), outputs of index ops, and outputs of ops that move, pick, compare or add
     such values. One pass over the nodes, in topological order.
 
-    ``derived`` holds the integer values computed from a model input: as indices (``_INDEXING``)
-    they may fall outside the data, which only a Gather reading a model input itself has
-    checked at run time (``runtime.index_bounds``).
+    ``derived`` holds the values computed from a model input, of any dtype (a float cast back
+    to an integer is one), index ops' outputs aside: as indices (``_INDEXING``) they may fall
+    outside the data, which only a Gather reading a model input itself has checked at run time
+    (``runtime.index_bounds``).
 
     ``exact`` holds the int32 results of MatMulInteger and ConvInteger of int8 weights with no
     zero point (or 0): OpenVINO computes them in its int8 kernels, exactly at any size (else
@@ -121,16 +122,14 @@ class _Widths:
     def __init__(self, graph: Any) -> None:
         self.graph = graph
         self.small: set[str] = {n for n in graph.inputs if _wide(graph.type_of(n))}
-        self.derived: set[str] = set(self.small)
+        self.derived: set[str] = set(graph.inputs)
         self.exact: set[str] = set()
         for i, proto in enumerate(graph.nodes):
             node = graph.view(i)
             if self._makes_small(node):
                 self.small.update(out for out in proto.output if out)
             if node.op_type not in _INDEX_OPS and self.derived.intersection(node.inputs):
-                self.derived.update(
-                    out for k, out in enumerate(node.outputs) if out and _ints(node.output_type(k))
-                )
+                self.derived.update(out for out in proto.output if out)
             if node.op_type in _INT8_PRODUCTS and _symmetric_int8(node):
                 self.exact.add(node.outputs[0])
 
