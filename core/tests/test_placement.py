@@ -756,6 +756,22 @@ def test_a_partition_may_round_as_far_from_onnxruntime_as_onnxruntime_does(
         )
 
 
+@pytest.mark.parametrize(("off", "passed"), [(0.0, True), (0.2, False)])
+def test_compare_judges_as_placement_does(install, off, passed):
+    """byoc compare allows an output twice what onnxruntime's optimized and unoptimized runs
+    differ by, as measured placement does: the backend that rounds as unfused onnxruntime
+    passes (and says it needed the spread); one 4 quanta off fails."""
+    install(Quantizing(off))
+    report = byoc.compare(qdq_conv(), {"backends": ["qdq"], "compile": {"placement": "static"}})
+    (out,) = report.outputs
+    assert report.passed == passed
+    assert out.max_abs > report.atol + report.rtol * 10  # beyond rtol/atol alone
+    assert out.spread == pytest.approx(0.05, rel=1e-3)
+    table = report.table()
+    assert "twice onnxruntime's own spread" in table and "differ by 0.05" in table
+    assert report.to_json()["outputs"][0]["onnxruntime_spread"] == out.spread
+
+
 def test_a_verdict_shows_every_term_of_the_decision(install, fake_clock):
     fake_clock["call"] = 0.1
     install(Plugin("quick", 5, fake_ms=0.9))

@@ -20,7 +20,7 @@ from byoc.pipeline import ModelLike
 from byoc.plan import FALLBACK
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
-from byoc.tolerance import OutputReport, compare_arrays
+from byoc.tolerance import OutputReport, compare_arrays, within_spread
 
 
 @dataclass
@@ -78,6 +78,7 @@ class CompareReport:
                     "max_rel_error": o.max_rel,
                     "passed": o.passed,
                     "note": o.note,
+                    "onnxruntime_spread": o.spread,
                 }
                 for o in self.outputs
             ],
@@ -92,9 +93,12 @@ class CompareReport:
                     "x".join(map(str, o.shape)) or "scalar",
                     f"{o.max_abs:.3g}",
                     f"{o.max_rel:.3g}",
-                    ("ok" if o.passed else "MISMATCH") + (f" ({o.note})" if o.note else ""),
+                    ("ok" if o.passed else "MISMATCH")
+                    + (f" ({o.note})" if o.note else "")
+                    + (", within the spread" if o.passed and o.spread is not None else ""),
                 )
             )
+        spread = [o for o in self.outputs if o.spread is not None]
         widths = [max(len(r[i]) for r in rows) for i in range(5)]
         lines = [
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
@@ -102,7 +106,13 @@ class CompareReport:
         verdict = "PASS" if self.passed else "FAIL"
         lines.append(
             f"{verdict}: |byoc - onnxruntime| <= {self.atol:g} + {self.rtol:g} * |onnxruntime|"
+            + (" + twice onnxruntime's own spread" if spread else "")
         )
+        for o in spread:
+            lines.append(
+                f"  {o.name}: onnxruntime's optimized and unoptimized runs differ by "
+                f"{o.spread:.3g} (fused kernels round otherwise: a quantized model's do)"
+            )
         lines.append(self.ran_line())
         return "\n".join(lines)
 
@@ -163,4 +173,21 @@ def compare(
     rtol = cfg.compare["rtol"] if rtol is None else rtol
     atol = cfg.compare["atol"] if atol is None else atol
     reports = [compare_arrays(n, got[n], want[n], rtol, atol) for n in compiled.outputs]
+    if not all(r.passed for r in reports):  # as measured placement judges a partition
+        unoptimized = _unoptimized(compiled.plan, inputs, compiled.outputs)
+        reports = [
+            r if r.passed else within_spread(n, got[n], want[n], unoptimized[n], rtol, atol)
+            for n, r in zip(compiled.outputs, reports, strict=True)
+        ]
     return CompareReport(reports, rtol, atol, compiled.plan)
+
+
+def _unoptimized(plan: Any, inputs: Mapping[str, np.ndarray], names: list[str]) -> dict[str, Any]:
+    """The model's outputs from onnxruntime with its graph optimizations off."""
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    source = plan.source if plan.source is not None else plan.model
+    session = ort.InferenceSession(
+        source.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    return dict(zip(names, session.run(names, dict(inputs)), strict=True))

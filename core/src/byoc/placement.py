@@ -62,7 +62,7 @@ from byoc.pipeline import as_read, partition
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
-from byoc.tolerance import compare_arrays, precision_error
+from byoc.tolerance import compare_arrays, precision_error, within_spread
 from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
@@ -556,14 +556,14 @@ class Placer:
                 continue
             if unoptimized is None:  # how far onnxruntime is from itself, for this partition
                 unoptimized = self._unoptimized(unit, trial)
-            spread = compare_arrays(name, unoptimized[i], w, 0.0, 0.0).max_abs
-            if compare_arrays(name, g, w, rtol, atol + 2 * spread).passed:
+            wide = within_spread(name, g, w, unoptimized[i], rtol, atol)
+            if wide.passed:
                 continue
             detail = report.note or f"max abs error {report.max_abs:.3g}"
             return (
                 f"output '{name}' differs from onnxruntime's on the measurement inputs "
                 f"({detail}; [compare] rtol = {rtol:g}, atol = {atol:g}, plus twice the "
-                f"{spread:.3g} that onnxruntime's optimized and unoptimized runs differ by)"
+                f"{wide.spread:.3g} that onnxruntime's optimized and unoptimized runs differ by)"
             )
         return None
 
