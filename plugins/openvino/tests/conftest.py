@@ -15,8 +15,6 @@ _SPECIAL = {
     ("ArgMin", "NaN"): "OpenVINO's ArgMin does not pick the NaN that onnxruntime's picks",
     ("Celu", "NaN"): "OpenVINO's Celu maps NaN to 0 (onnxruntime: NaN)",
     ("Clip", "NaN"): "OpenVINO's Clip maps NaN to the lower bound, -0.5 (onnxruntime: NaN)",
-    ("DynamicQuantizeLinear", "NaN"): "OpenVINO's scale and zero point skip NaN, onnxruntime's not",
-    ("DynamicQuantizeLinear", "-inf"): "OpenVINO quantizes -inf to 0, onnxruntime to 255",
     ("Exp", "NaN"): "OpenVINO's Exp(NaN) is +inf (onnxruntime: NaN)",
     ("Gelu", "+inf"): "OpenVINO's Gelu(+inf) is NaN (onnxruntime: inf)",
     ("GlobalMaxPool", "NaN"): _SKIPS_NAN.format("GlobalMaxPool"),

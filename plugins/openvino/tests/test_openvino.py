@@ -248,6 +248,25 @@ def test_int8_products_are_exact_at_any_size() -> None:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
+def test_dynamic_quantization_stays_on_onnxruntime() -> None:
+    """OpenVINO's DynamicQuantizeLinear scale is (max - min) * (1 / 255), an ulp off
+    onnxruntime's (max - min) / 255: values on onnxruntime's rounding ties land a step away
+    (106 of these 252). It runs on onnxruntime, so its outputs are onnxruntime's."""
+    top = np.float32(5.2772126)  # top / 255 != top * (1 / 255) in float32
+    steps = (np.arange(250, dtype=np.float32) + np.float32(0.5)) * (top / np.float32(255))
+    x = np.minimum(np.concatenate([[0, top], steps]), top).astype(np.float32)[None]
+    model = make_model(
+        [node("DynamicQuantizeLinear", ["x"], ["q", "scale", "zero"]), node("Relu", ["x"], "r")],
+        {"x": [1, x.shape[1]]},
+        ["q", "scale", "zero", "r"],
+    )
+    plan = byoc.partition(model, config())
+    assert "an ulp off" in dict(plan.decisions["q"].refusals)["openvino"]
+    got, want = byoc.compile(model, config()).run({"x": x}), _onnxruntime(model, {"x": x})
+    for name in ("q", "scale", "zero"):
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
 def test_integer_mod_of_small_values() -> None:
     """Mod of int32 values known to be small (cast from int16), as onnxruntime computes it:
     fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's (C's fmod)."""
