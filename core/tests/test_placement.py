@@ -772,6 +772,29 @@ def test_compare_judges_as_placement_does(install, off, passed):
     assert report.to_json()["outputs"][0]["onnxruntime_spread"] == out.spread
 
 
+@pytest.mark.parametrize(("off", "passed"), [(0.05, True), (0.12, False)])
+def test_a_dequantized_output_may_be_one_quantum_off(install, fake_clock, off, passed):
+    """An output DequantizeLinear writes holds steps of its scale (0.05); a sum taken in
+    another order may tip a value on a tie into the next step, so one step is allowed where
+    onnxruntime's own runs agree (spread 0): by compare and by measured placement alike."""
+    model = make_model(
+        [
+            node("QuantizeLinear", ["x", "s", "z"], "q"),
+            node("DequantizeLinear", ["q", "s", "z"], "y"),
+        ],
+        {"x": [1, 8, 16, 16]},
+        ["y"],
+        {"s": np.float32(0.05), "z": np.uint8(128)},
+    )
+    install(Quantizing(off))
+    report = byoc.compare(model, {"backends": ["qdq"], "compile": {"placement": "static"}})
+    (out,) = report.outputs
+    assert (report.passed, out.spread, out.quantum) == (passed, 0.0, pytest.approx(0.05))
+    assert "its values are steps of 0.05, one allowed" in report.table()
+    (m,) = byoc.compile(model, {"backends": ["qdq"], **MEASURED}).plan.placement.measurements
+    assert (m.failure is None) == passed, m.failure
+
+
 def test_a_verdict_shows_every_term_of_the_decision(install, fake_clock):
     fake_clock["call"] = 0.1
     install(Plugin("quick", 5, fake_ms=0.9))

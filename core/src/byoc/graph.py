@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -382,6 +383,22 @@ class Graph:
             return _fold_op(node.op_type, source, second, attrs)
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise ModelError(f"node '{node.name}' ({node.op_type}) of constants: {exc}") from None
+
+    def quantum(self, name: str) -> float:
+        """The step between the values of ``name`` when a DequantizeLinear writes them (through
+        ops that only move values): its largest constant scale; 0 otherwise."""
+        while name in self.producer:
+            node = self.nodes[self.producer[name]]
+            if node.op_type == "DequantizeLinear":
+                scale = self.constant(node.input[1]) if len(node.input) > 1 else None
+                if scale is None or not scale.size:
+                    return 0.0
+                step = float(np.max(np.abs(scale.astype(np.float64))))
+                return step if math.isfinite(step) else 0.0
+            if node.op_type not in MOVES or not node.input:
+                return 0.0
+            name = node.input[0]
+        return 0.0
 
     def type_of(self, name: str) -> TensorType | None:
         if name not in self._types and name in self._constant_values:

@@ -556,14 +556,16 @@ class Placer:
                 continue
             if unoptimized is None:  # how far onnxruntime is from itself, for this partition
                 unoptimized = self._unoptimized(unit, trial)
-            wide = within_spread(name, g, w, unoptimized[i], rtol, atol)
+            wide = within_spread(name, g, w, unoptimized[i], rtol, atol, unit.graph.quantum(name))
             if wide.passed:
                 continue
             detail = report.note or f"max abs error {report.max_abs:.3g}"
             return (
                 f"output '{name}' differs from onnxruntime's on the measurement inputs "
                 f"({detail}; [compare] rtol = {rtol:g}, atol = {atol:g}, plus twice the "
-                f"{wide.spread:.3g} that onnxruntime's optimized and unoptimized runs differ by)"
+                f"{wide.spread:.3g} that onnxruntime's optimized and unoptimized runs differ by"
+                + (f", plus one quantum, {wide.quantum:.3g}" if wide.quantum else "")
+                + ")"
             )
         return None
 

@@ -18,6 +18,7 @@ class OutputReport:
     passed: bool
     note: str = ""
     spread: float | None = None  # how far onnxruntime's unoptimized run is, when asked (below)
+    quantum: float = 0.0  # the step of a dequantized output's values, when allowed (below)
 
 
 def compare_arrays(
@@ -45,18 +46,26 @@ def compare_arrays(
 
 
 def within_spread(
-    name: str, got: Any, want: Any, unoptimized: Any, rtol: float, atol: float
+    name: str,
+    got: Any,
+    want: Any,
+    unoptimized: Any,
+    rtol: float,
+    atol: float,
+    quantum: float = 0.0,
 ) -> OutputReport:
     """The comparison again, allowing ``got`` twice what onnxruntime's unoptimized output
-    (graph optimizations off) differs from its optimized ``want`` by: the spread. Fused
-    kernels round differently: a quantized model's fused QLinearConv lands a value a quantum
-    away from DequantizeLinear, Conv, QuantizeLinear in float32, and later layers carry that
-    quantum on. The report's ``spread`` says how far; passed as the widened check says (an
-    infinite or NaN spread widens nothing)."""
+    (graph optimizations off) differs from its optimized ``want`` by (the spread), and one
+    ``quantum`` more. Fused kernels round differently: a quantized model's fused QLinearConv
+    lands a value a quantum away from DequantizeLinear, Conv, QuantizeLinear in float32, and
+    later layers carry that quantum on. And an output a DequantizeLinear writes holds multiples
+    of its scale (the quantum): a sum taken in another order anywhere before it may tip a value
+    on a rounding tie into the next step. The report's ``spread`` says how far onnxruntime is
+    from itself; passed as the widened check says (an infinite or NaN spread widens nothing)."""
     spread = compare_arrays(name, unoptimized, want, 0.0, 0.0).max_abs
     usable = spread if math.isfinite(spread) else 0.0
-    report = compare_arrays(name, got, want, rtol, atol + 2 * usable)
-    report.spread = spread
+    report = compare_arrays(name, got, want, rtol, atol + 2 * usable + quantum)
+    report.spread, report.quantum = spread, quantum
     return report
 
 
