@@ -267,6 +267,48 @@ def test_dynamic_quantization_stays_on_onnxruntime() -> None:
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
 
 
+def test_quantize_linear_stays_on_onnxruntime() -> None:
+    """OpenVINO's QuantizeLinear adds the zero point before rounding, in float32: x / scale
+    just above a tie (10.500001) becomes 138.5 and rounds to even, a step below onnxruntime's
+    139. It runs on onnxruntime, so its outputs are onnxruntime's."""
+    model = make_model(
+        [node("QuantizeLinear", ["x", "s", "z"], "q"), node("Relu", ["x"], "r")],
+        {"x": [40]},
+        ["q", "r"],
+        constants={"s": np.float32(0.1), "z": np.uint8(128)},
+    )
+    plan = byoc.partition(model, config())
+    assert "adds the zero point before it rounds" in dict(plan.decisions["q"].refusals)["openvino"]
+    x = (np.arange(40, dtype=np.float32) - 20 + np.float32(0.5)) * np.float32(0.1)
+    x = np.nextafter(x, np.float32(np.inf))  # just above each tie
+    got, want = byoc.compile(model, config()).run({"x": x}), _onnxruntime(model, {"x": x})
+    np.testing.assert_array_equal(got["q"], want["q"])
+
+
+def test_a_graph_with_an_empty_tensor_is_not_openvinos() -> None:
+    """OpenVINO computed a scalar wrongly (-6.3e-20 for 2.86) in a graph that also held an empty
+    tensor: nodes reading or writing one stay on onnxruntime, and the scalar comes out right."""
+    model = make_model(
+        [
+            node("Mul", ["s", "c"], "s2"),
+            node("Add", ["s2", "s"], "s3"),
+            node("Add", ["e", "s3"], "e2"),
+            node("Relu", ["e2"], "e3"),
+            node("Exp", ["s3"], "s4"),
+        ],
+        {"s": [], "e": [0, 4]},
+        ["s4", "e3"],
+        constants={"c": np.float32(0.5)},
+    )
+    plan = byoc.partition(model, config())
+    assert "is empty" in dict(plan.decisions["e2"].refusals)["openvino"]
+    assert plan.decisions["s4"].backend == "openvino"
+    inputs = {"s": np.array(0.7, np.float32), "e": np.zeros((0, 4), np.float32)}
+    got, want = byoc.compile(model, config()).run(inputs), _onnxruntime(model, inputs)
+    np.testing.assert_allclose(got["s4"], want["s4"], rtol=1e-6)
+    assert got["e3"].shape == (0, 4)
+
+
 def test_integer_mod_of_small_values() -> None:
     """Mod of int32 values known to be small (cast from int16), as onnxruntime computes it:
     fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's (C's fmod)."""

@@ -14,8 +14,8 @@ Some refusals come from what the CPU plugin computes otherwise than onnxruntime 
 from its answer (``dtype_reason``): float64 in float32; int64 in int32 and int32 through
 float32, so an integer value not known to stay below 2**24 stays on onnxruntime (the int32
 results of MatMulInteger and ConvInteger of int8 weights are exact: int8 kernels); x / y (Div,
-Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; LRN and
-DynamicQuantizeLinear (``WRONG``).
+Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; empty tensors; LRN,
+QuantizeLinear and DynamicQuantizeLinear (``WRONG``).
 """
 
 from __future__ import annotations
@@ -218,6 +218,11 @@ WRONG = {
         f"OpenVINO {DEVICE}'s LRN gives wrong values (0.6 off onnxruntime's) when another op "
         "reads its output (conformance suite, OpenVINO 2026.4)"
     ),
+    "QuantizeLinear": (
+        f"OpenVINO {DEVICE}'s QuantizeLinear adds the zero point before it rounds, in float32: "
+        "x / scale = 10.500001 with zero point 128 becomes 138.5 and rounds to even, a step "
+        "below onnxruntime's (a QDQ MnasNet 20 output steps off, OpenVINO 2026.4)"
+    ),
     "DynamicQuantizeLinear": (
         f"OpenVINO {DEVICE}'s DynamicQuantizeLinear computes its scale as (max - min) * "
         "(1 / 255), an ulp off onnxruntime's (max - min) / 255, which moves values across a "
@@ -339,6 +344,11 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
             return (
                 f"'{name}' has a non-static shape {t}; fix the model's input shapes in the "
                 "config's [shapes] table"
+            )
+        if 0 in t.shape:  # type: ignore[operator]
+            return (
+                f"'{name}' is empty ({t}): OpenVINO's {DEVICE} plugin computes other values of "
+                "a graph holding an empty tensor wrongly (OpenVINO 2026.4)"
             )
     if node.op_type in _INT8_PRODUCTS and node.outputs[0] not in widths.exact:
         return (
