@@ -136,3 +136,29 @@ def test_an_internal_failure_names_the_pass_and_byoc_errors_pass_through():
 
     with pytest.raises(ModelError, match="the model is bad"):
         run_pass("AnnotateTarget", refusing, PassState.start(chain()))
+
+
+def test_an_untyped_partition_input_says_where_shape_inference_stops():
+    """Input shapes the model cannot run at (a TorchScript export's Reshape baked for others)
+    leave values untyped; the error names the node where strict inference stops."""
+    from byoc.passes.partition import _value_info
+    from onnx import TensorProto, helper
+
+    inputs = [
+        helper.make_tensor_value_info(n, TensorProto.FLOAT, [1, 2, d])
+        for n, d in (("x", 4), ("y", 3))
+    ]
+    graph = helper.make_graph(
+        [
+            helper.make_node("Concat", ["x", "y"], ["c"], axis=1),
+            helper.make_node("Abs", ["c"], ["z"]),
+        ],
+        "g",
+        inputs,
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 4, 4])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    with pytest.raises(ModelError) as caught:
+        _value_info({}, "c", "examplejson_0", required=True, src=model)
+    assert "stops at (op_type:Concat" in str(caught.value)
+    assert "may not run at these input shapes" in str(caught.value)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import re
 
 import onnx
 from onnx import helper, numpy_helper
@@ -192,7 +193,7 @@ def _model(
     g = onnx.GraphProto(name=symbol)
     g.node.extend(graph.nodes[n] for n in nodes)
     for name in inputs:
-        g.input.append(_value_info(infos, name, symbol, required=True))
+        g.input.append(_value_info(infos, name, symbol, required=True, src=src))
     for name in dict.fromkeys(outputs):
         g.output.append(_value_info(infos, name, symbol, required=False))
     for name in constants:
@@ -218,14 +219,35 @@ def _model(
 
 
 def _value_info(
-    infos: dict[str, onnx.ValueInfoProto], name: str, symbol: str, required: bool
+    infos: dict[str, onnx.ValueInfoProto],
+    name: str,
+    symbol: str,
+    required: bool,
+    src: onnx.ModelProto | None = None,
 ) -> onnx.ValueInfoProto:
     info = infos.get(name)
     if info is not None and info.type.ByteSize():
         return info
     if required:
+        stop = _inference_stop(src) if src is not None else ""
         raise ModelError(
             f"cannot tell the type of '{name}', an input of {symbol}: ONNX shape inference "
-            f"could not infer it; fix the model's input shapes with [shapes]"
+            + (
+                f"stops at {stop}; the model may not run at these input shapes (does "
+                "onnxruntime?): fix them with [shapes]"
+                if stop
+                else "could not infer it; fix the model's input shapes with [shapes]"
+            )
         )
     return helper.make_empty_tensor_value_info(name)
+
+
+def _inference_stop(model: onnx.ModelProto) -> str:
+    """Where strict ONNX shape inference fails on the model (shapes that contradict each other,
+    as a Concat of 24 and 32 rows), in one line; "" when it does not."""
+    try:
+        onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except Exception as exc:  # InferenceError, or a protobuf too large to copy
+        found = re.search(r"\(op_type:[^)]*\): \[[^\]]*\] [^\n(]*", str(exc))
+        return found.group(0).strip() if found else ""
+    return ""
