@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 STAMP := $(VENV)/.byoc-installed
 
-.PHONY: demo test lint clean export-models
+.PHONY: demo test lint clean export-models sweep-models
 
 $(STAMP): pyproject.toml core/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,11 @@ lint: $(STAMP)
 # .venv: the script makes a venv of its own, user_cache_dir("byoc")/export-venv (about 6 GB).
 export-models: $(STAMP)
 	$(PY) bench/exported_models.py
+
+# bench/sweep_models.py: the models of bench/sweep.py (a correctness sweep), exported from PyTorch
+# in the same venv as export-models.
+sweep-models: $(STAMP)
+	$(PY) bench/sweep_models.py
 
 clean:
 	rm -rf $(VENV)

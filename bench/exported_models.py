@@ -41,6 +41,7 @@ import sys
 import time
 import traceback
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,8 +178,9 @@ def out_dir() -> Path:
     return cache_root() / "zoo" / "exported" / recipe_key()
 
 
-def manifest() -> dict[str, Any]:
-    path = out_dir() / "manifest.json"
+def manifest(directory: Path | None = None) -> dict[str, Any]:
+    """What was built into ``directory`` (this recipe's ``out_dir()``)."""
+    path = (directory or out_dir()) / "manifest.json"
     return json.loads(path.read_text()) if path.exists() else {}
 
 
@@ -189,8 +191,9 @@ def export_venv() -> Path:
     return cache_root() / "export-venv"
 
 
-def ensure_torch() -> None:
-    """Run in the export venv: create or update it, then exec this script there."""
+def ensure_torch(script: str = __file__) -> None:
+    """Run in the export venv: create or update it, then exec ``script`` (this one, or
+    bench/sweep_models.py) there."""
     try:
         import onnxscript  # noqa: F401
         import timm  # noqa: F401
@@ -215,7 +218,7 @@ def ensure_torch() -> None:
         subprocess.run([*pip, *REQUIREMENTS], check=True, env=env)
         stamp.write_text(wanted)
     env = {**os.environ, "BYOC_EXPORT_VENV": "1"}
-    os.execve(str(python), [str(python), __file__, *sys.argv[1:]], env)
+    os.execve(str(python), [str(python), script, *sys.argv[1:]], env)
 
 
 # --- the PyTorch models (torch imported inside) ---------------------------------------------
@@ -605,53 +608,76 @@ def describe(name: str, record: dict[str, Any]) -> str:
     )
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("bases", nargs="*", help=f"of {', '.join(s.base for s in SPECS)}")
+@dataclass
+class Recipe:
+    """What ``build_models`` builds: a script's specs, its model names (name -> (spec, how)),
+    where its models go, how one spec is built and how a built model is described."""
+
+    script: str
+    specs: list[Any]
+    names: Callable[[], dict[str, tuple[Any, str]]]
+    out_dir: Callable[[], Path]
+    build_one: Callable[..., None]
+    describe: Callable[[str, dict[str, Any]], str]
+
+
+def build_models(recipe: Recipe, doc: str, argv: list[str] | None = None) -> int:
+    """The command line of bench/exported_models.py and bench/sweep_models.py: build what is
+    missing (or the named bases), each result recorded in the manifest; ``--list``."""
+    bases = {s.base for s in recipe.specs}
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    parser.add_argument("bases", nargs="*", help=f"of {', '.join(sorted(bases))}")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
-    parser.add_argument("--retry", action="store_true", help="try failed exports again")
+    parser.add_argument("--retry", action="store_true", help="try failed builds again")
     args = parser.parse_args(argv)
     if args.list:
-        done = manifest()
-        print(f"recipe {recipe_key()}: {out_dir()}")
-        for name in zoo_names():
-            print(describe(name, done[name]) if name in done else f"{name:22s} not built")
+        done = manifest(recipe.out_dir())
+        print(f"built into {recipe.out_dir()}")
+        for name in recipe.names():
+            print(recipe.describe(name, done[name]) if name in done else f"{name:24s} not built")
         return 0
-    unknown = sorted(set(args.bases) - {s.base for s in SPECS})
+    unknown = sorted(set(args.bases) - bases)
     if unknown:
-        raise SystemExit(f"unknown models {unknown}; known: {', '.join(s.base for s in SPECS)}")
-    ensure_torch()
+        raise SystemExit(f"unknown models {unknown}; known: {', '.join(sorted(bases))}")
+    ensure_torch(recipe.script)
     import torch
 
-    print(f"torch {torch.__version__}; writing {out_dir()}", flush=True)
-    out_dir().mkdir(parents=True, exist_ok=True)
-    done = manifest()
+    print(f"torch {torch.__version__}; writing {recipe.out_dir()}", flush=True)
+    recipe.out_dir().mkdir(parents=True, exist_ok=True)
+    done = manifest(recipe.out_dir())
 
     def save(name: str, record: dict[str, Any]) -> None:
         done[name] = {**record, "torch": torch.__version__}
-        path = out_dir() / "manifest.json"
+        path = recipe.out_dir() / "manifest.json"
         path.with_suffix(".tmp").write_text(json.dumps(done, indent=1, sort_keys=True))
         os.replace(path.with_suffix(".tmp"), path)
 
-    for spec in SPECS:
+    for spec in recipe.specs:
         if args.bases and spec.base not in args.bases:
             continue
         todo = []
-        for name, (s, _) in zoo_names().items():
+        for name, (s, _) in recipe.names().items():
             status = done.get(name, {}).get("status")
-            built = status == "ok" and (out_dir() / f"{name}.onnx").exists()
+            built = status == "ok" and (recipe.out_dir() / f"{name}.onnx").exists()
             if s is spec and not built and (status != "failed" or args.retry):
                 todo.append(name)
         if todo:
             print(f"{spec.base}: {spec.title}", flush=True)
             try:
-                build_one(spec, todo, done, save)
+                recipe.build_one(spec, todo, done, save)
             except Exception as exc:  # the model itself failed to build or run
                 for name in todo:
                     save(name, {"status": "failed", "reason": f"{type(exc).__name__}: {exc}"})
                 print(f"{spec.base}: FAILED to build: {type(exc).__name__}: {exc}", flush=True)
     print()
-    return main(["--list"])
+    return build_models(recipe, doc, ["--list"])
+
+
+RECIPE = Recipe(__file__, SPECS, zoo_names, out_dir, build_one, describe)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return build_models(RECIPE, __doc__ or "", argv)
 
 
 if __name__ == "__main__":
