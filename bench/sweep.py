@@ -25,7 +25,6 @@ backend ran, then every run that did not pass, with its reason and its command.
 from __future__ import annotations
 
 import argparse
-import fnmatch
 import json
 import math
 import re
@@ -39,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 import sweep_models  # beside this file; imports nothing outside the standard library
+from zoo import select
 
 FALLBACK = "onnxruntime"
 
@@ -157,16 +157,6 @@ def table(records: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  {r['model']}  {r['config']}  {r['status']}: {r['reason']}")
         lines.append(f"    {shlex.join(r['command'])}")
     return lines
-
-
-def select(names: list[str], patterns: str | None, what: str) -> list[str]:
-    """The names matching comma-separated names or globs, in ``names``' order."""
-    if not patterns:
-        return names
-    for pattern in patterns.split(","):
-        if not fnmatch.filter(names, pattern):
-            raise SystemExit(f"no {what} matches {pattern!r}; known: {', '.join(names)}")
-    return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns.split(","))]
 
 
 def main(argv: list[str] | None = None) -> int:

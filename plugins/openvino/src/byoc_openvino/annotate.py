@@ -345,7 +345,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
                 f"'{name}' has a non-static shape {t}; fix the model's input shapes in the "
                 "config's [shapes] table"
             )
-        if 0 in t.shape:  # type: ignore[operator]
+        if 0 in (t.shape or ()):
             return (
                 f"'{name}' is empty ({t}): OpenVINO's {DEVICE} plugin computes other values of "
                 "a graph holding an empty tensor wrongly (OpenVINO 2026.4)"
