@@ -337,7 +337,12 @@ def describe(cell: dict[str, Any]) -> str:
 
 def roofline(cells: list[dict[str, Any]]) -> list[str]:
     """Per cell: the model's FLOPs, then each engine's GFLOP/s and its share of the peak."""
-    lines = ["", "roofline: GFLOP a run; GFLOP/s and share of the fp32 peak (peak: above)"]
+    lines = [
+        "",
+        "roofline: GFLOP a run (the direct algorithms' count); GFLOP/s and share of the fp32 "
+        "peak (peak: above; Winograd convolutions multiply less than the count, so byoc may "
+        "read above 100%)",
+    ]
     for c in cells:
         if c.get("gflop"):
             lines.append(

@@ -139,12 +139,16 @@ def assert_refused_without_vnni(model: onnx.ModelProto, inputs: dict) -> None:
     assert any("without VNNI" in r for r in reasons), reasons
 
 
-def avx2() -> bool:
+def cpu_has(flag: str) -> bool:
     try:
         with open("/proc/cpuinfo") as f:
-            return " avx2 " in f.read().replace("\n", " ")
+            return f" {flag} " in f.read().replace("\n", " ")
     except OSError:
         return False
+
+
+def avx2() -> bool:
+    return cpu_has("avx2")
 
 
 def run_as_written(model: onnx.ModelProto, inputs: dict) -> list[np.ndarray]:

@@ -26,7 +26,7 @@ from byoc_dnnl import kinds, ops
 
 # The shim's C API. Only ints, floats and pointers: nothing of oneDNN crosses this line.
 CDEF = """
-void *bd_create(int bf16, int nthreads, char *err, size_t errlen);
+void *bd_create(int bf16, int winograd, int nthreads, char *err, size_t errlen);
 void bd_destroy(void *net);
 const char *bd_error(void *net);
 int bd_tensor(void *net, int ndims, const int64_t *dims);

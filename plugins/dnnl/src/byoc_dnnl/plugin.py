@@ -116,6 +116,13 @@ def byoc_register_backends(register: Any) -> None:
                 "matmuls compute in bfloat16 (faster, less exact)",
                 FPMATH,
             ),
+            "winograd": (
+                bool,
+                True,
+                "run 3x3 stride-1 convolutions of 64 or more channels as Winograd F(4x4, 3x3) "
+                "on AVX-512 (faster; rounding about 1e-5 of the output's scale off the direct "
+                "kernel's); false: oneDNN's direct kernels. The native runtime's (codegen json)",
+            ),
             "codegen": (
                 str,
                 "json",
@@ -234,7 +241,11 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
 
 
 def _runtime_key(config: Mapping[str, Any]) -> tuple[Any, ...]:
-    return (int(config.get("threads", 0) or 0), config.get("fpmath", "strict"))
+    return (
+        int(config.get("threads", 0) or 0),
+        config.get("fpmath", "strict"),
+        bool(config.get("winograd", True)),
+    )
 
 
 @byoc.hookimpl

@@ -95,7 +95,8 @@ class Runtime:
         lib = self._lib
         err = self._ffi.new("char[]", 512)
         bf16 = 1 if config.get("fpmath", "strict") == "bf16" else 0
-        net = lib.bd_create(bf16, self.threads, err, 512)
+        winograd = 1 if config.get("winograd", True) else 0
+        net = lib.bd_create(bf16, winograd, self.threads, err, 512)
         if net == self._ffi.NULL:
             raise bad(self._ffi.string(err).decode())
         self._net = self._ffi.gc(net, lib.bd_destroy)

@@ -1,0 +1,121 @@
+"""dnnl: 3x3 stride-1 convolutions of 64 or more channels run as Winograd F(4x4, 3x3) on AVX-512
+(shim.cpp's lower_winograd), with their post-ops, and match onnxruntime; others keep oneDNN's
+direct kernel."""
+
+from __future__ import annotations
+
+import byoc
+import numpy as np
+import pytest
+from byoc.testing import assert_matches_onnxruntime
+from byoc.testing.build import make_model, node
+
+from .helpers import DNNL, RNG, cpu_has, dnnl_impls
+
+STATIC = {**DNNL, "compile": {"placement": "static"}}
+needs_avx512 = pytest.mark.skipif(not cpu_has("avx512f"), reason="Winograd runs on AVX-512 only")
+
+
+def weights(k: int, c: int) -> np.ndarray:
+    return (RNG.standard_normal((k, c, 3, 3)) * (2.0 / (9 * c)) ** 0.5).astype(np.float32)
+
+
+def winograd_steps(model, config=STATIC) -> list[str]:  # type: ignore[no-untyped-def]
+    impls = dnnl_impls(byoc.compile(model, config))
+    return [i for i in impls if i.startswith("convolution")]
+
+
+@needs_avx512
+@pytest.mark.parametrize(
+    ("shape", "pads"),
+    [
+        ((1, 64, 24, 24), [1, 1, 1, 1]),
+        ((2, 64, 15, 13), [1, 1, 1, 1]),
+        ((1, 128, 18, 17), [0, 2, 1, 0]),
+    ],
+)
+def test_resnet_blocks_run_as_winograd_and_match_onnxruntime(shape: tuple, pads: list) -> None:
+    """Conv + ReLU, conv + residual add + ReLU (a sum), conv + Clip, conv + SiLU (its swish runs
+    after the transform, as a oneDNN kernel); outputs that are not a multiple of the 4x4 tile,
+    a batch of two, uneven padding."""
+    c = shape[1]
+    nodes = [
+        node("Conv", ["x", "w0", "b0"], "h", pads=[1, 1, 1, 1]),
+        node("Relu", ["h"], "h1"),
+        node("Conv", ["h1", "w1", "b1"], "c1", pads=[1, 1, 1, 1]),
+        node("Add", ["c1", "x"], "r1"),
+        node("Relu", ["r1"], "y1"),
+        node("Conv", ["y1", "w2"], "c2", pads=pads),
+        node("Clip", ["c2", "lo", "hi"], "y2"),
+        node("Conv", ["y2", "w3", "b1"], "c3", pads=[1, 1, 1, 1]),
+        node("Sigmoid", ["c3"], "s3"),
+        node("Mul", ["c3", "s3"], "y"),
+    ]
+    consts = {
+        "w0": weights(c, c),
+        "b0": RNG.standard_normal(c).astype(np.float32),
+        "w1": weights(c, c),
+        "b1": RNG.standard_normal(c).astype(np.float32),
+        "w2": weights(c, c),
+        "w3": weights(c, c),
+        "lo": np.array(0, np.float32),
+        "hi": np.array(6, np.float32),
+    }
+    model = make_model(nodes, {"x": list(shape)}, ["y"], consts)
+    assert_matches_onnxruntime(model, STATIC)
+    convs = winograd_steps(model)
+    assert len(convs) == 4 and all("winograd" in i for i in convs), convs
+
+
+@needs_avx512
+def test_a_residual_read_again_later_is_added_not_accumulated() -> None:
+    """x + conv(x) where a later layer reads x again: the addend is read, never written."""
+    nodes = [
+        node("Conv", ["x", "w0"], "c0", pads=[1, 1, 1, 1]),
+        node("Add", ["x", "c0"], "r"),
+        node("Conv", ["r", "w1"], "c1", pads=[1, 1, 1, 1]),
+        node("Mul", ["c1", "x"], "y"),
+    ]
+    consts = {"w0": weights(64, 64), "w1": weights(64, 64)}
+    model = make_model(nodes, {"x": [1, 64, 20, 20]}, ["y"], consts)
+    assert_matches_onnxruntime(model, STATIC)
+    convs = winograd_steps(model)
+    assert len(convs) == 2 and all("winograd" in i for i in convs), convs
+
+
+@pytest.mark.parametrize(
+    ("shape", "w_shape", "attrs"),
+    [
+        ((1, 32, 40, 40), (32, 32, 3, 3), {"pads": [1, 1, 1, 1]}),  # too few channels
+        ((1, 64, 8, 8), (64, 64, 3, 3), {"pads": [1, 1, 1, 1]}),  # 4 tiles: weight-bound
+        ((1, 64, 40, 40), (64, 64, 3, 3), {"pads": [1, 1, 1, 1], "strides": [2, 2]}),
+        ((1, 64, 40, 40), (64, 64, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
+        ((1, 64, 40, 40), (64, 32, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
+        ((1, 64, 40, 40), (64, 64, 5, 5), {"pads": [2, 2, 2, 2]}),
+    ],
+)
+def test_other_convolutions_keep_the_direct_kernel(
+    shape: tuple, w_shape: tuple, attrs: dict
+) -> None:
+    w = (RNG.standard_normal(w_shape) * 0.05).astype(np.float32)
+    model = make_model(
+        [node("Conv", ["x", "w"], "y", **attrs)], {"x": list(shape)}, ["y"], {"w": w}
+    )
+    assert_matches_onnxruntime(model, STATIC)
+    convs = winograd_steps(model)
+    assert convs and not any("winograd" in i for i in convs), convs
+
+
+@needs_avx512
+def test_winograd_false_keeps_the_direct_kernel() -> None:
+    model = make_model(
+        [node("Conv", ["x", "w"], "y", pads=[1, 1, 1, 1])],
+        {"x": [1, 64, 24, 24]},
+        ["y"],
+        {"w": weights(64, 64)},
+    )
+    config = {**STATIC, "backend": {"dnnl": {"winograd": False}}}
+    assert_matches_onnxruntime(model, config)
+    convs = winograd_steps(model, config)
+    assert convs and not any("winograd" in i for i in convs), convs
+    assert all("winograd" in i for i in winograd_steps(model)), winograd_steps(model)
