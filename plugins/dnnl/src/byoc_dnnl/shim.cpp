@@ -549,17 +549,23 @@ bool keeps_layout(const Net &n, int src, int64_t in_channels, int64_t out_channe
 
 // Winograd F(4x4, 3x3) (winograd.hpp) where it beats oneDNN 3.2's direct convolution, which
 // has no Winograd kernel on x64: a 3x3, stride-1, ungrouped float32 convolution of 64 or more
-// input and output channels (a multiple of 16) over 16 or more 4x4 output tiles, its source and
-// output channels-last or nChw16c, on AVX-512 where the batched matmul is brgemm. Measured on a
-// Sapphire Rapids Xeon, 2 threads, against the direct brgconv: 64 -> 64 channels over 56x56
-// 0.60 -> 0.49 ms, 128 over 28x28 0.60 -> 0.37, 256 over 14x14 0.58 -> 0.39, 256 over 40x40
-// 5.0 -> 2.7; slower at 32 channels (160x160: 1.3 -> 1.5 ms) and over 2x2 tiles (512 over 7x7:
-// 0.62 -> 0.73, the transformed weights are 4x the bytes). Its rounding differs from the direct
-// kernel's by about 1e-5 of the output's magnitude (the transforms' sums). Post-ops: a bias,
-// ReLU, clip, linear and one full-size add (a residual); others keep the direct kernel. Returns
-// false (nothing added) when the convolution does not fit.
-constexpr int64_t WINO_MIN_CHANNELS = 64, WINO_MIN_TILES = 16;
-constexpr size_t WINO_BLOCK_BYTES = 3 << 19;  // a matmul's source and products: the L2's size
+// input and output channels (a multiple of 16), its source and output channels-last or
+// nChw16c, on AVX-512 where the batched matmul is brgemm; over 9 or more 4x4 output tiles that
+// save 3x the multiplies or more (4x on whole tiles, less where tiles overhang the edges).
+// Measured on a Sapphire Rapids Xeon, 2 threads, against the direct brgconv: 64 -> 64 channels
+// over 56x56 0.60 -> 0.36 ms, 128 over 28x28 0.60 -> 0.29, 256 over 14x14 0.58 -> 0.41, 512
+// over 12x12 1.87 -> 1.05, 256 over 40x40 5.0 -> 2.0. Not taken: 32 channels (the transforms
+// cost what the matmul saves: 32 over 160x160 1.3 -> 1.5 ms), 4 tiles (the transformed
+// weights, 4x the direct kernel's bytes, are read for little work: 512 over 7x7 0.62 -> 0.73,
+// 256 over 8x8 0.18 -> 0.20), 10x10 outputs (9 tiles for 100 pixels: 1.08 -> 1.06). Its
+// rounding differs from the direct kernel's by about 1e-5 of the output's magnitude. Post-ops
+// in the output transform: a bias, ReLU, clip, linear and one full-size add (a residual);
+// others after it (lower_winograd). Returns false (nothing added) when it does not fit.
+constexpr int64_t WINO_MIN_CHANNELS = 64, WINO_MIN_TILES = 9;
+// Tiles per matmul: their transformed source and products take at most this, or the
+// transformed weights' size (read again for every block). Larger blocks ran faster up to all
+// the tiles at once: 64 over 56x56, 196 tiles, 0.40 ms in three blocks of 1.5 MB, 0.36 in one.
+constexpr size_t WINO_BLOCK_BYTES = 1 << 22;
 
 bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const dims_t &strides,
                     const dims_t &dil, const dims_t &pl, const dims_t &pr, int bias,
@@ -575,7 +581,7 @@ bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const 
     const int64_t C = sd[1], K = od[1];
     const int64_t tiles_w = (od[3] + 3) / 4, per_image = (od[2] + 3) / 4 * tiles_w;
     if (C % 16 || K % 16 || C < WINO_MIN_CHANNELS || K < WINO_MIN_CHANNELS ||
-        per_image * sd[0] < WINO_MIN_TILES)
+        per_image * sd[0] < WINO_MIN_TILES || 4 * od[2] * od[3] < 3 * 16 * per_image)
         return false;
     auto layout = [](const memory::desc &md, bool &blocked) {
         const dims_t d = md.get_dims();
@@ -619,7 +625,8 @@ bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const 
         if (byoc_dnnl::is_slow(*bpd)) return false;
     }
     const int64_t tiles = per_image * sd[0];
-    const int64_t most = std::max<int64_t>(1, WINO_BLOCK_BYTES / (POINTS * (C + K) * 4));
+    const size_t budget = std::max(WINO_BLOCK_BYTES, (size_t)(POINTS * C * K * 4));
+    const int64_t most = std::max<int64_t>(1, budget / (POINTS * (C + K) * 4));
     const int64_t blocks = (tiles + most - 1) / most;
     plan.block = (tiles + blocks - 1) / blocks;
     const memory::desc v_md({POINTS, plan.block, C}, dt::f32, tag::abc),
