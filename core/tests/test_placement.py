@@ -837,3 +837,71 @@ def test_remeasure_times_again_instead_of_reading_the_cache(install, fake_clock)
     again = byoc.compile(model(), {**config, "compile": {**MEASURED["compile"], "remeasure": True}})
     assert [m.cached for m in again.plan.placement.measurements] == [False]
     assert fast.runtime.calls > 2  # the check runs and the timing runs
+
+
+class OffRuntime(Runtime):
+    def __init__(self, off: float) -> None:
+        super().__init__(0.0, 0.5)
+        self.off = off
+
+    def run(self, inputs):
+        return [np.maximum(-inputs[0], 0) + self.off]
+
+
+class Careless(Plugin):
+    """Rounds 0.01 off unless its ``careful`` option is set; registers it as its ``exact``
+    option when ``exact`` is true. With ``hopeless``, careful runs are off too."""
+
+    def __init__(self, exact: bool, hopeless: bool = False) -> None:
+        super().__init__("careless", 5, fake_ms=0.5)
+        self.exact, self.hopeless = exact, hopeless
+        self.made: list[bool] = []
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register):
+        register(
+            self.name,
+            priority=self.priority,
+            options={"careful": (bool, False, "round as the direct algorithm does")},
+            exact={"careful": True} if self.exact else {},
+            description="placement test backend",
+        )
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        if backend != self.name:
+            return None
+        self.made.append(config["careful"])
+        return OffRuntime(0.0 if config["careful"] and not self.hopeless else 0.01)
+
+
+@pytest.mark.parametrize("exact", [False, True])
+def test_a_partition_off_with_fast_kernels_is_tried_with_the_exact_ones(install, fake_clock, exact):
+    """A partition 0.01 off onnxruntime is compiled once more with its backend's ``exact``
+    options when it has some: then kept, running with them, and explain says why; without
+    them it goes back to onnxruntime."""
+    careless = Careless(exact)
+    install(careless)
+    compiled = byoc.compile(model(), {"backends": ["careless"], **MEASURED})
+    (m,) = compiled.plan.placement.measurements
+    if not exact:
+        assert careless.made == [False] and "differs from onnxruntime's" in m.failure
+        assert backends_of(compiled) == ["onnxruntime"]
+        return
+    assert careless.made[:2] == [False, True] and m.failure is None and m.kept
+    assert backends_of(compiled) == ["careless", "onnxruntime"]
+    assert compiled.steps[0].unit.options == {"careful": True}
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    text = explain_text(compiled.plan)
+    assert "with careful = True (with its faster kernels: output 'r' differs" in text, text
+
+
+def test_a_partition_off_with_its_exact_kernels_too_is_returned_with_both_reasons(
+    install, fake_clock
+):
+    install(Careless(exact=True, hopeless=True))
+    compiled = byoc.compile(model(), {"backends": ["careless"], **MEASURED})
+    (m,) = compiled.plan.placement.measurements
+    assert backends_of(compiled) == ["onnxruntime"]
+    assert m.failure.count("differs from onnxruntime's") == 2, m.failure
+    assert "; with careful = True: output 'r'" in m.failure, m.failure

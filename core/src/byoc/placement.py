@@ -483,22 +483,39 @@ class Placer:
                 why = failure or f"error {error:.2g} > [compile] precision_tolerance {tol:g}"
                 note = f"in fp32: {wanted} {why}"
                 unit.options, made = {}, None
-        failure = None
+        failure, timed = None, key if precision == "fp32" else f"{key}-{precision}"
         if made is None:
             made, failure, _ = self._try(unit, key, trial, exact=True)
+            if failure is not None and made is not None and self.reg.backends[unit.backend].exact:
+                made, failure, why = self._try_exact(unit, key, trial, failure)
+                note, timed = "; ".join(filter(None, (note, why))), f"{key}-exact"
         nodes = list(unit.nodes)
         if failure is not None:
             m = Measurement(unit.name, unit.backend, nodes, 0.0, 0.0, False, failure=failure)
         elif not self.measured_mode:
             m = Measurement(unit.name, unit.backend, nodes, 0.0, 0.0, True)
         else:
-            timed = key if precision == "fp32" else f"{key}-{precision}"
             m = self._cached(timed) or self._time(unit, made[1], trial)  # type: ignore[index]
             if not m.cached:
                 self.cache.put(timed, m)
         self.options[key] = dict(unit.options)
         m.precision, m.precision_note = precision, note
         return m
+
+    def _try_exact(
+        self, unit: Partition, key: str, trial: _Trial, failure: str
+    ) -> tuple[tuple[Any, Any] | None, str | None, str]:
+        """A partition whose outputs differed from onnxruntime's (``failure``), compiled again
+        with its backend's ``exact`` options: what was made, why it still fails (both
+        reasons), and the note that says why it runs with them."""
+        exact = self.reg.backends[unit.backend].exact
+        unit.options = {**unit.options, **exact}
+        made, again, _ = self._try(unit, key, trial, exact=True)
+        options = ", ".join(f"{k} = {v!r}" for k, v in exact.items())
+        if again is None:
+            return made, None, f"with {options} (with its faster kernels: {failure})"
+        unit.options = {}
+        return None, f"{failure}; with {options}: {again}", ""
 
     def _try(
         self, unit: Partition, key: str, trial: _Trial, *, exact: bool

@@ -60,6 +60,10 @@ class Backend:
     # Reduced precisions it offers ([compile] precision), as overrides of its options, e.g.
     # dnnl's {"bf16": {"fpmath": "bf16"}}: placement tries each partition with them.
     precisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Options that make its fp32 kernels round as the direct algorithms do (dnnl's
+    # {"winograd": False}): a partition whose outputs differ from onnxruntime's beyond the
+    # tolerance is compiled once more with them before measured placement returns it.
+    exact: dict[str, Any] = field(default_factory=dict)
     # Option keys of the machine that runs the model (toolchain, paths): never in a .byoc file.
     local_options: frozenset[str] = frozenset()
     _reason: list[str | None] = field(default_factory=list, repr=False)

@@ -135,6 +135,7 @@ def byoc_register_backends(register: Any) -> None:
         finite_only=True,  # oneDNN's Relu, Clip, max pooling and softmax drop NaN
         softmax_masks=True,  # but its binary add and softmax follow ONNX on -inf
         precisions={"bf16": {"fpmath": "bf16"}},  # [compile] precision = "bf16"
+        exact={"winograd": False},  # a partition Winograd's rounding takes too far: direct
         prune=_prune,
         fallback_defaults={"allow_spinning": False},
         build=dnnl_native.build_id,
