@@ -10,7 +10,7 @@ import pytest
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 
-from .helpers import DNNL, RNG, cpu_has, dnnl_impls
+from .helpers import DNNL, RNG, assert_thread_safe, cpu_has, dnnl_impls
 
 STATIC = {**DNNL, "compile": {"placement": "static"}}
 needs_avx512 = pytest.mark.skipif(not cpu_has("avx512f"), reason="Winograd runs on AVX-512 only")
@@ -81,6 +81,25 @@ def test_a_residual_read_again_later_is_added_not_accumulated() -> None:
     assert_matches_onnxruntime(model, STATIC)
     convs = winograd_steps(model)
     assert len(convs) == 2 and all("winograd" in i for i in convs), convs
+
+
+@needs_avx512
+@pytest.mark.parametrize("threads", [1, 8])
+def test_concurrent_runs_each_transform_in_their_own_buffers(threads: int) -> None:
+    """Each run's transformed tiles live in its own arena: four threads at once give what one
+    at a time gives, with one OpenMP thread per run or more threads than cores."""
+    nodes = [
+        node("Conv", ["x", "w0"], "c0", pads=[1, 1, 1, 1]),
+        node("Relu", ["c0"], "r"),
+        node("Conv", ["r", "w1"], "y", pads=[1, 1, 1, 1]),
+    ]
+    consts = {"w0": weights(64, 64), "w1": weights(64, 64)}
+    model = make_model(nodes, {"x": [1, 64, 32, 32]}, ["y"], consts)
+    config = {**STATIC, "backend": {"dnnl": {"threads": threads}}}
+    compiled = byoc.compile(model, config)
+    assert all("winograd" in i for i in dnnl_impls(compiled) if i.startswith("conv"))
+    xs = [RNG.standard_normal((1, 64, 32, 32)).astype(np.float32) for _ in range(4)]
+    assert_thread_safe(compiled, xs)
 
 
 @pytest.mark.parametrize(
