@@ -4,6 +4,8 @@ direct kernel."""
 
 from __future__ import annotations
 
+import itertools
+
 import byoc
 import numpy as np
 import pytest
@@ -35,9 +37,9 @@ def winograd_steps(model, config=STATIC) -> list[str]:  # type: ignore[no-untype
     ],
 )
 def test_resnet_blocks_run_as_winograd_and_match_onnxruntime(shape: tuple, pads: list) -> None:
-    """Conv + ReLU, conv + residual add + ReLU (a sum), conv + Clip, conv + SiLU (its swish runs
-    after the transform, as a oneDNN kernel); outputs that are not a multiple of the 4x4 tile,
-    a batch of two, uneven padding."""
+    """Conv + ReLU, conv + residual add + ReLU (a sum), conv + Clip, conv + SiLU, + HardSwish,
+    + Sigmoid, all applied by the output transform (no kernel after it); outputs that are not a
+    multiple of the 4x4 tile, a batch of two, uneven padding."""
     c = shape[1]
     nodes = [
         node("Conv", ["x", "w0", "b0"], "h", pads=[1, 1, 1, 1]),
@@ -49,7 +51,11 @@ def test_resnet_blocks_run_as_winograd_and_match_onnxruntime(shape: tuple, pads:
         node("Clip", ["c2", "lo", "hi"], "y2"),
         node("Conv", ["y2", "w3", "b1"], "c3", pads=[1, 1, 1, 1]),
         node("Sigmoid", ["c3"], "s3"),
-        node("Mul", ["c3", "s3"], "y"),
+        node("Mul", ["c3", "s3"], "y3"),
+        node("Conv", ["y3", "w4"], "c4", pads=[1, 1, 1, 1]),
+        node("HardSwish", ["c4"], "y4"),
+        node("Conv", ["y4", "w5"], "c5", pads=[1, 1, 1, 1]),
+        node("Sigmoid", ["c5"], "y"),
     ]
     consts = {
         "w0": weights(c, c),
@@ -58,18 +64,23 @@ def test_resnet_blocks_run_as_winograd_and_match_onnxruntime(shape: tuple, pads:
         "b1": RNG.standard_normal(c).astype(np.float32),
         "w2": weights(c, c),
         "w3": weights(c, c),
+        "w4": weights(c, c),
+        "w5": weights(c, c),
         "lo": np.array(0, np.float32),
         "hi": np.array(6, np.float32),
     }
     model = make_model(nodes, {"x": list(shape)}, ["y"], consts)
     assert_matches_onnxruntime(model, STATIC)
-    convs = winograd_steps(model)
-    assert len(convs) == 4 and all("winograd" in i for i in convs), convs
+    impls = dnnl_impls(byoc.compile(model, STATIC))
+    convs = [i for i in impls if i.startswith("convolution")]
+    assert len(convs) == 6 and all("winograd" in i for i in convs), impls
+    assert not any(i.startswith(("binary", "eltwise")) for i in impls), impls
 
 
 @needs_avx512
 def test_a_residual_read_again_later_is_added_not_accumulated() -> None:
-    """x + conv(x) where a later layer reads x again: the addend is read, never written."""
+    """x + conv(x) where a later layer reads x again: the addend is read, never written. A
+    product with x is not among the output transform's post-ops: a binary kernel applies it."""
     nodes = [
         node("Conv", ["x", "w0"], "c0", pads=[1, 1, 1, 1]),
         node("Add", ["x", "c0"], "r"),
@@ -79,8 +90,10 @@ def test_a_residual_read_again_later_is_added_not_accumulated() -> None:
     consts = {"w0": weights(64, 64), "w1": weights(64, 64)}
     model = make_model(nodes, {"x": [1, 64, 20, 20]}, ["y"], consts)
     assert_matches_onnxruntime(model, STATIC)
-    convs = winograd_steps(model)
-    assert len(convs) == 2 and all("winograd" in i for i in convs), convs
+    impls = dnnl_impls(byoc.compile(model, STATIC))
+    kinds = [i.split()[0] + (" winograd" if "winograd" in i else "") for i in impls]
+    assert kinds.count("convolution winograd") == 2 and "convolution" not in kinds, impls
+    assert ("convolution winograd", "binary") in itertools.pairwise(kinds), impls
 
 
 @needs_avx512

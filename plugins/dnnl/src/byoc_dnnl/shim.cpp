@@ -559,7 +559,8 @@ bool keeps_layout(const Net &n, int src, int64_t in_channels, int64_t out_channe
 // weights, 4x the direct kernel's bytes, are read for little work: 512 over 7x7 0.62 -> 0.73,
 // 256 over 8x8 0.18 -> 0.20), 10x10 outputs (9 tiles for 100 pixels: 1.08 -> 1.06). Its
 // rounding differs from the direct kernel's by about 1e-5 of the output's magnitude. Post-ops
-// in the output transform: a bias, ReLU, clip, linear and one full-size add (a residual);
+// in the output transform: a bias, ReLU, clip, linear, sigmoid, swish (SiLU), hard sigmoid,
+// hard swish and one full-size add (a residual);
 // others after it (lower_winograd). Returns false (nothing added) when it does not fit.
 constexpr int64_t WINO_MIN_CHANNELS = 64, WINO_MIN_TILES = 9;
 // Tiles per matmul: their transformed source and products take at most this, or the
@@ -601,6 +602,10 @@ bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const 
         if (alg == algorithm::eltwise_relu) w.kind = byoc_wino::Post::RELU;
         else if (alg == algorithm::eltwise_clip_v2) w.kind = byoc_wino::Post::CLIP;
         else if (alg == algorithm::eltwise_linear) w.kind = byoc_wino::Post::LINEAR;
+        else if (alg == algorithm::eltwise_logistic) w.kind = byoc_wino::Post::LOGISTIC;
+        else if (alg == algorithm::eltwise_swish) w.kind = byoc_wino::Post::SWISH;
+        else if (alg == algorithm::eltwise_hardsigmoid) w.kind = byoc_wino::Post::HARDSIGMOID;
+        else if (alg == algorithm::eltwise_hardswish) w.kind = byoc_wino::Post::HARDSWISH;
         else if (p.kind == PO_ELTWISE || add) after = posts;
         else if (p.kind == PO_SUM || (binary_alg(p.alg) == algorithm::binary_add &&
                                       n.values[p.tensor].dims == od)) {

@@ -54,8 +54,10 @@ struct Plane {
 
 // What follows the convolution, applied to each output vector in order (the net's post-ops).
 struct Post {
-    enum Kind { ADD, RELU, CLIP, LINEAR } kind;
-    float alpha = 0, beta = 0;  // RELU: the negative slope; CLIP: [alpha, beta]; LINEAR: a*y+b
+    enum Kind { ADD, RELU, CLIP, LINEAR, LOGISTIC, SWISH, HARDSIGMOID, HARDSWISH } kind;
+    // RELU: the negative slope; CLIP: [alpha, beta]; LINEAR: a*y+b; SWISH: y*sigmoid(a*y);
+    // HARDSIGMOID: clamp(a*y+b, 0, 1); HARDSWISH: y*clamp(a*y+b, 0, 1) (oneDNN's eltwise algs)
+    float alpha = 0, beta = 0;
     Plane tensor{};             // ADD: the addend, in the destination's layout
 };
 
@@ -66,6 +68,7 @@ struct Geometry {
 
 #define BYOC_WINO_TARGET __attribute__((target("avx512f")))
 typedef float vf __attribute__((vector_size(64), aligned(4)));
+typedef int32_t vi __attribute__((vector_size(64), aligned(4)));
 
 BYOC_WINO_TARGET inline vf load(const float *p) {
     vf v;
@@ -74,6 +77,34 @@ BYOC_WINO_TARGET inline vf load(const float *p) {
 }
 
 BYOC_WINO_TARGET inline void store(float *p, vf v) { std::memcpy(p, &v, sizeof v); }
+
+// exp(x), within 2 ulp of float32's: 2^n exp(r) with n = round(x / ln 2), |r| <= ln(2)/2, and
+// Cephes' expf polynomial for exp(r); x clamped to [-87.3, 88] (2^n stays a normal float; 0
+// and +inf are not reached), NaN kept.
+BYOC_WINO_TARGET inline vf exp16(vf x) {
+    x = x > 88.f ? 88.f : x;
+    x = x < -87.3f ? -87.3f : x;
+    vf n = __builtin_convertvector(__builtin_convertvector(x * 1.44269504f + 0.5f, vi), vf);
+    n = n > x * 1.44269504f + 0.5f ? n - 1 : n;  // the conversion truncates: floor
+    const vf r = x - n * 0.693359375f - n * -2.12194440e-4f;
+    vf p = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    p = p * r * r + r + 1.f;
+    const vi bits = (__builtin_convertvector(n, vi) + 127) << 23;
+    vf scale;
+    std::memcpy(&scale, &bits, sizeof scale);
+    return p * scale;
+}
+
+BYOC_WINO_TARGET inline vf sigmoid16(vf x) { return 1.f / (1.f + exp16(-x)); }
+
+BYOC_WINO_TARGET inline vf clamp01(vf x) {
+    x = x < 0.f ? 0.f : x;
+    return x > 1.f ? 1.f : x;
+}
 
 // B^T applied to six vectors.
 BYOC_WINO_TARGET inline void bt6(const vf d[6], vf r[6]) {
@@ -156,8 +187,16 @@ BYOC_WINO_TARGET inline void transform_output(const Geometry &g, const float *m,
                         } else if (p.kind == Post::CLIP) {
                             y = y < p.alpha ? p.alpha : y;
                             y = y > p.beta ? p.beta : y;
-                        } else {
+                        } else if (p.kind == Post::LINEAR) {
                             y = y * p.alpha + p.beta;
+                        } else if (p.kind == Post::LOGISTIC) {
+                            y = sigmoid16(y);
+                        } else if (p.kind == Post::SWISH) {
+                            y = y * sigmoid16(y * p.alpha);
+                        } else if (p.kind == Post::HARDSIGMOID) {
+                            y = clamp01(y * p.alpha + p.beta);
+                        } else {
+                            y = y * clamp01(y * p.alpha + p.beta);
                         }
                     }
                     store(dst.at(img, kb, y0 + i, x0 + j), y);
