@@ -235,16 +235,21 @@ int zeros(Net &n, const memory::desc &md) {
     return out;
 }
 
-// A constant converted once, at finalize time.
-int reorder_const(Net &n, int v, const memory::desc &want) {
+// A new constant of layout want: the bytes at data (layout md) converted once. The descriptions
+// are copies: making the constant may move n.values, where they may live.
+int const_from(Net &n, const memory::desc md, const void *data, const memory::desc want) {
     int out = zeros(n, want);
-    const Value &o = n.values[out], &src = n.values[root(n, v)];
-    memory from(n.values[v].md, n.eng, src.data.get() + skipped(n, v));
-    memory to(want, n.eng, o.data.get());
+    memory from(md, n.eng, const_cast<void *>(data));
+    memory to(want, n.eng, n.values[out].data.get());
     stream s(n.eng);
     reorder(from, to).execute(s, from, to);
     s.wait();
     return out;
+}
+
+// A constant converted once, at finalize time.
+int reorder_const(Net &n, int v, const memory::desc &want) {
+    return const_from(n, n.values[v].md, n.values[root(n, v)].data.get() + skipped(n, v), want);
 }
 
 // Whether two descriptions of dense float32 tensors (no inner blocks) of the same dims name the
@@ -642,9 +647,8 @@ bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const 
     const int w = ensure_plain(n, op.ins[1]);
     const std::vector<float> u = byoc_wino::transform_weights(
         (const float *)(n.values[root(n, w)].data.get() + skipped(n, w)), K, C);
-    const int u_plain = zeros(n, memory::desc({POINTS, C, K}, dt::f32, tag::abc));
-    std::memcpy(n.values[u_plain].data.get(), u.data(), u.size() * sizeof(float));
-    const int u_md = reorder_const(n, u_plain, mpd.weights_desc());
+    const int u_md = const_from(n, memory::desc({POINTS, C, K}, dt::f32, tag::abc), u.data(),
+                                mpd.weights_desc());
     Step s;
     s.custom = WINOGRAD;
     s.a = ensure_md(n, op.ins[0], pd.src_desc());
