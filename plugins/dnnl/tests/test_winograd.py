@@ -1,6 +1,6 @@
 """dnnl: 3x3 stride-1 convolutions of 64 or more channels run as Winograd F(4x4, 3x3) on AVX-512
-(shim.cpp's lower_winograd), with their post-ops, and match onnxruntime; others keep oneDNN's
-direct kernel."""
+(shim.cpp's lower_winograd), 3-tap Conv1d of 128 or more as F(4, 3), with their post-ops, and
+match onnxruntime; others keep oneDNN's direct kernel."""
 
 from __future__ import annotations
 
@@ -78,6 +78,28 @@ def test_resnet_blocks_run_as_winograd_and_match_onnxruntime(shape: tuple, pads:
 
 
 @needs_avx512
+@pytest.mark.parametrize(("shape", "pads"), [((1, 128, 203), [1, 1]), ((2, 128, 50), [2, 0])])
+def test_3_tap_conv1d_runs_as_winograd_f43(shape: tuple, pads: list) -> None:
+    """A 1-D residual block (ReLU, then a sum and SiLU): lengths that are not a multiple of the
+    4-output tile, a batch of two, causal padding."""
+    c = shape[1]
+    w = [(RNG.standard_normal((c, c, 3)) * (2.0 / (3 * c)) ** 0.5).astype(np.float32)] * 2
+    nodes = [
+        node("Conv", ["x", "w0", "b0"], "h", pads=pads),
+        node("Relu", ["h"], "h1"),
+        node("Conv", ["h1", "w1"], "c1", pads=pads),
+        node("Add", ["c1", "x"], "r"),
+        node("Sigmoid", ["r"], "s"),
+        node("Mul", ["r", "s"], "y"),
+    ]
+    consts = {"w0": w[0], "b0": RNG.standard_normal(c).astype(np.float32), "w1": w[1]}
+    model = make_model(nodes, {"x": list(shape)}, ["y"], consts)
+    assert_matches_onnxruntime(model, STATIC)
+    convs = winograd_steps(model)
+    assert len(convs) == 2 and all("winograd F(4,3)" in i for i in convs), convs
+
+
+@needs_avx512
 def test_a_residual_read_again_later_is_added_not_accumulated() -> None:
     """x + conv(x) where a later layer reads x again: the addend is read, never written. A
     product with x is not among the output transform's post-ops: a binary kernel applies it."""
@@ -124,6 +146,9 @@ def test_concurrent_runs_each_transform_in_their_own_buffers(threads: int) -> No
         ((1, 64, 40, 40), (64, 64, 3, 3), {"pads": [2, 2, 2, 2], "dilations": [2, 2]}),
         ((1, 64, 40, 40), (64, 32, 3, 3), {"pads": [1, 1, 1, 1], "group": 2}),
         ((1, 64, 40, 40), (64, 64, 5, 5), {"pads": [2, 2, 2, 2]}),
+        ((1, 64, 400), (64, 64, 3), {"pads": [1, 1]}),  # 1-D: too few channels
+        ((1, 128, 400), (128, 128, 3), {"pads": [1, 1], "strides": [2]}),
+        ((1, 128, 400), (128, 128, 5), {"pads": [2, 2]}),
     ],
 )
 def test_other_convolutions_keep_the_direct_kernel(

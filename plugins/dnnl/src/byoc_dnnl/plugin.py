@@ -119,9 +119,10 @@ def byoc_register_backends(register: Any) -> None:
             "winograd": (
                 bool,
                 True,
-                "run 3x3 stride-1 convolutions of 64 or more channels as Winograd F(4x4, 3x3) "
-                "on AVX-512 (faster; rounding about 1e-5 of the output's scale off the direct "
-                "kernel's); false: oneDNN's direct kernels. The native runtime's (codegen json)",
+                "run 3x3 stride-1 convolutions of 64 or more channels as Winograd F(4x4, 3x3), "
+                "and 3-tap ones of 128 or more as F(4, 3), on AVX-512 (faster; rounding about "
+                "1e-5 of the output's scale off the direct kernel's); false: oneDNN's direct "
+                "kernels. The native runtime's (codegen json)",
             ),
             "codegen": (
                 str,

@@ -554,20 +554,24 @@ bool keeps_layout(const Net &n, int src, int64_t in_channels, int64_t out_channe
 
 // Winograd F(4x4, 3x3) (winograd.hpp) where it beats oneDNN 3.2's direct convolution, which
 // has no Winograd kernel on x64: a 3x3, stride-1, ungrouped float32 convolution of 64 or more
-// input and output channels (a multiple of 16), its source and output channels-last or
-// nChw16c, on AVX-512 where the batched matmul is brgemm; over 9 or more 4x4 output tiles that
-// save 3x the multiplies or more (4x on whole tiles, less where tiles overhang the edges).
-// Measured on a Sapphire Rapids Xeon, 2 threads, against the direct brgconv: 64 -> 64 channels
-// over 56x56 0.60 -> 0.36 ms, 128 over 28x28 0.60 -> 0.29, 256 over 14x14 0.58 -> 0.41, 512
-// over 12x12 1.87 -> 1.05, 256 over 40x40 5.0 -> 2.0. Not taken: 32 channels (the transforms
-// cost what the matmul saves: 32 over 160x160 1.3 -> 1.5 ms), 4 tiles (the transformed
-// weights, 4x the direct kernel's bytes, are read for little work: 512 over 7x7 0.62 -> 0.73,
-// 256 over 8x8 0.18 -> 0.20), 10x10 outputs (9 tiles for 100 pixels: 1.08 -> 1.06). Its
-// rounding differs from the direct kernel's by about 1e-5 of the output's magnitude. Post-ops
-// in the output transform: a bias, ReLU, clip, linear, sigmoid, swish (SiLU), hard sigmoid,
-// hard swish and one full-size add (a residual);
-// others after it (lower_winograd). Returns false (nothing added) when it does not fit.
-constexpr int64_t WINO_MIN_CHANNELS = 64, WINO_MIN_TILES = 9;
+// input and output channels (a multiple of 16), its source and output channels-last or nChw16c,
+// on AVX-512 where the batched matmul is brgemm; over 9 or more 4x4 output tiles that save 3x
+// the multiplies or more (4x on whole tiles, less where tiles overhang the edges). Measured on
+// a Sapphire Rapids Xeon, 2 threads, against the direct brgconv: 64 -> 64 channels over 56x56
+// 0.60 -> 0.36 ms, 128 over 28x28 0.60 -> 0.29, 256 over 14x14 0.58 -> 0.41, 512 over 12x12
+// 1.87 -> 1.05, 256 over 40x40 5.0 -> 2.0. Not taken: 32 channels (the transforms cost what the
+// matmul saves: 32 over 160x160 1.3 -> 1.5 ms), 4 tiles (the transformed weights, 4x the direct
+// kernel's bytes, are read for little work: 512 over 7x7 0.62 -> 0.73, 256 over 8x8 0.18 ->
+// 0.20), 10x10 outputs (9 tiles for 100 pixels: 1.08 -> 1.06).
+// A 3-tap, stride-1 Conv1d runs as F(4, 3) on the same terms (2x fewer multiplies on whole
+// tiles; tiles of 4 outputs), from 128 channels: four such layers with ReLU, channels x length
+// 256K, 64 channels 1.24 -> 1.27 ms (not taken), 128 2.19 -> 1.78, 256 4.35 -> 2.89, 512 8.52
+// -> 5.11 (onnxruntime 11.2).
+// The rounding differs from the direct kernel's by about 1e-5 of the output's magnitude.
+// Post-ops in the output transform: a bias, ReLU, clip, linear, sigmoid, swish (SiLU), hard
+// sigmoid, hard swish and one full-size add (a residual); others after it. Returns false
+// (nothing added) when the convolution does not fit.
+constexpr int64_t WINO_MIN_CHANNELS = 64, WINO_MIN_CHANNELS_1D = 128, WINO_MIN_TILES = 9;
 // Tiles per matmul: their transformed source and products take at most this, or the
 // transformed weights' size (read again for every block). Larger blocks ran faster up to all
 // the tiles at once: 64 over 56x56, 196 tiles, 0.40 ms in three blocks of 1.5 MB, 0.36 in one.
@@ -576,23 +580,27 @@ constexpr size_t WINO_BLOCK_BYTES = 1 << 22;
 bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const dims_t &strides,
                     const dims_t &dil, const dims_t &pl, const dims_t &pr, int bias,
                     const primitive_desc &pd) {
-    using byoc_wino::POINTS;
     const dims_t sd = n.values[op.ins[0]].dims, wd = n.values[op.ins[1]].dims,
                  od = n.values[op.out].dims;
-    if (op.kind != OP_CONV || n.bf16 || sd.size() != 4 || wd.size() != 4 || wd[1] != sd[1] ||
-        wd[2] != 3 || wd[3] != 3 || strides != dims_t{1, 1} || dil != dims_t{0, 0} ||
-        pl[0] > 2 || pl[1] > 2 || pr[0] > 2 || pr[1] > 2 || !n.winograd ||
-        !__builtin_cpu_supports("avx512f"))
+    const int dims = (int)sd.size() - 2;
+    if (op.kind != OP_CONV || n.bf16 || (dims != 1 && dims != 2) || wd.size() != sd.size() ||
+        wd[1] != sd[1] || !n.winograd || !__builtin_cpu_supports("avx512f"))
         return false;
-    const int64_t C = sd[1], K = od[1];
-    const int64_t tiles_w = (od[3] + 3) / 4, per_image = (od[2] + 3) / 4 * tiles_w;
-    if (C % 16 || K % 16 || C < WINO_MIN_CHANNELS || K < WINO_MIN_CHANNELS ||
-        per_image * sd[0] < WINO_MIN_TILES || 4 * od[2] * od[3] < 3 * 16 * per_image)
+    for (int i = 0; i < dims; ++i)
+        if (wd[2 + i] != 3 || strides[i] != 1 || dil[i] != 0 || pl[i] > 2 || pr[i] > 2)
+            return false;
+    const int64_t C = sd[1], K = od[1], P = byoc_wino::points(dims);
+    const int64_t OH = dims == 2 ? od[2] : 1, OW = od[dims + 1];
+    const int64_t tiles_w = (OW + 3) / 4, per_image = (OH + 3) / 4 * tiles_w;
+    const int64_t tile_outputs = dims == 2 ? 16 : 4;
+    const int64_t least = dims == 2 ? WINO_MIN_CHANNELS : WINO_MIN_CHANNELS_1D;
+    if (C % 16 || K % 16 || C < least || K < least ||
+        per_image * sd[0] < WINO_MIN_TILES || 4 * OH * OW < 3 * tile_outputs * per_image)
         return false;
-    auto layout = [](const memory::desc &md, bool &blocked) {
+    auto layout = [dims](const memory::desc &md, bool &blocked) {
         const dims_t d = md.get_dims();
-        blocked = md == memory::desc(d, dt::f32, tag::nChw16c);
-        return blocked || md == memory::desc(d, dt::f32, tag::nhwc);
+        blocked = md == memory::desc(d, dt::f32, dims == 2 ? tag::nChw16c : tag::nCw16c);
+        return blocked || md == memory::desc(d, dt::f32, dims == 2 ? tag::nhwc : tag::nwc);
     };
     WinoPlan plan;
     const memory::desc dst_md = pd.dst_desc();
@@ -635,19 +643,19 @@ bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const 
         if (byoc_dnnl::is_slow(*bpd)) return false;
     }
     const int64_t tiles = per_image * sd[0];
-    const size_t budget = std::max(WINO_BLOCK_BYTES, (size_t)(POINTS * C * K * 4));
-    const int64_t most = std::max<int64_t>(1, budget / (POINTS * (C + K) * 4));
+    const size_t budget = std::max(WINO_BLOCK_BYTES, (size_t)(P * C * K * 4));
+    const int64_t most = std::max<int64_t>(1, budget / (P * (C + K) * 4));
     const int64_t blocks = (tiles + most - 1) / most;
     plan.block = (tiles + blocks - 1) / blocks;
-    const memory::desc v_md({POINTS, plan.block, C}, dt::f32, tag::abc),
-        m_md({POINTS, plan.block, K}, dt::f32, tag::abc);
-    auto mpd = matmul::primitive_desc(n.eng, v_md, any({POINTS, C, K}), m_md, plain_attr());
+    const memory::desc v_md({P, plan.block, C}, dt::f32, tag::abc),
+        m_md({P, plan.block, K}, dt::f32, tag::abc);
+    auto mpd = matmul::primitive_desc(n.eng, v_md, any({P, C, K}), m_md, plain_attr());
     if (is_reference(mpd) || is_gemm(mpd)) return false;
     // Committed: the weights transformed once, the operands in the layouts the plan reads.
     const int w = ensure_plain(n, op.ins[1]);
     const std::vector<float> u = byoc_wino::transform_weights(
-        (const float *)(n.values[root(n, w)].data.get() + skipped(n, w)), K, C);
-    const int u_md = const_from(n, memory::desc({POINTS, C, K}, dt::f32, tag::abc), u.data(),
+        (const float *)(n.values[root(n, w)].data.get() + skipped(n, w)), K, C, dims);
+    const int u_md = const_from(n, memory::desc({P, C, K}, dt::f32, tag::abc), u.data(),
                                 mpd.weights_desc());
     Step s;
     s.custom = WINOGRAD;
@@ -656,7 +664,8 @@ bool lower_winograd(Net &n, const Op &op, const std::vector<Post> &posts, const 
     s.c = !add ? -1 : add->tensor < 0 ? op.out : ensure_md(n, add->tensor, dst_md);
     s.d = bias;
     if (bias >= 0 && !is_plain(n, bias)) s.d = ensure_plain(n, bias);
-    plan.g = {C, K, sd[2], sd[3], od[2], od[3], pl[0], pl[1], tiles_w, per_image, tiles};
+    const int64_t H = dims == 2 ? sd[2] : 1, top = dims == 2 ? pl[0] : 0;
+    plan.g = {dims, C, K, H, sd[dims + 1], OH, OW, top, pl[dims - 1], tiles_w, per_image, tiles};
     s.prim = matmul(mpd);
     s.args = {{DNNL_ARG_SRC, new_value(n, v_md.get_dims(), v_md)},
               {DNNL_ARG_WEIGHTS, u_md},
@@ -2716,7 +2725,9 @@ const char *bd_step_impl(void *net, int i) {
     auto kind = (dnnl_primitive_kind_t)prim->get_kind();
     s = std::string(dnnl_prim_kind2str(kind)) + " " + impl;
     if (step.band >= 0) s += " in bands, with its pooling";
-    if (step.wino >= 0) s = "convolution winograd F(4x4,3x3) with " + s;
+    if (step.wino >= 0)
+        s = std::string("convolution winograd ") +
+            (n->winos[step.wino].g.dims == 2 ? "F(4x4,3x3)" : "F(4,3)") + " with " + s;
     return s.c_str();
 }
 

@@ -18,16 +18,27 @@ namespace byoc_wino {
 
 constexpr int64_t TILE = 4, ALPHA = 6, POINTS = ALPHA * ALPHA;
 
-// The weights (K, C, 3, 3), row-major, as the 36 matrices (C x K) the matmul reads:
-// u[xi][c][k] = (G g G^T)[xi] for g the 3x3 kernel of output k and input c. In double: the
-// transformed weights are rounded once.
-inline std::vector<float> transform_weights(const float *w, int64_t K, int64_t C) {
+// The points of a tile: 36 for F(4x4, 3x3), 6 for the 1-D F(4, 3) (a 3-tap Conv1d's: 6
+// multiplies per 4 outputs where the direct convolution takes 12).
+inline int64_t points(int dims) { return dims == 2 ? POINTS : ALPHA; }
+
+// The weights (K, C, 3, 3) or (K, C, 3), row-major, as the matrices (C x K) the matmul reads, one
+// per point: u[xi][c][k] = (G g G^T)[xi] (2-D) or (G g)[xi] (1-D) for g the kernel of output k
+// and input c. In double: the transformed weights are rounded once.
+inline std::vector<float> transform_weights(const float *w, int64_t K, int64_t C, int dims) {
     static const double G[ALPHA][3] = {{1 / 4., 0, 0},          {-1 / 6., -1 / 6., -1 / 6.},
                                        {-1 / 6., 1 / 6., -1 / 6.}, {1 / 24., 1 / 12., 1 / 6.},
                                        {1 / 24., -1 / 12., 1 / 6.}, {0, 0, 1}};
-    std::vector<float> u((size_t)(POINTS * C * K));
+    std::vector<float> u((size_t)(points(dims) * C * K));
     for (int64_t k = 0; k < K; ++k)
         for (int64_t c = 0; c < C; ++c) {
+            if (dims == 1) {
+                const float *g = w + (k * C + c) * 3;
+                for (int a = 0; a < ALPHA; ++a)
+                    u[(size_t)((a * C + c) * K + k)] =
+                        (float)(G[a][0] * g[0] + G[a][1] * g[1] + G[a][2] * g[2]);
+                continue;
+            }
             const float *g = w + (k * C + c) * 9;
             double t[ALPHA][3];
             for (int a = 0; a < ALPHA; ++a)
@@ -62,6 +73,7 @@ struct Post {
 };
 
 struct Geometry {
+    int dims;                               // 2: F(4x4, 3x3); 1: F(4, 3) (H and OH are 1)
     int64_t C, K, H, W, OH, OW, top, left;  // the source's and output's sizes, the padding
     int64_t tiles_w, per_image, tiles;      // tiles per output row, per image, in all
 };
@@ -125,7 +137,7 @@ BYOC_WINO_TARGET inline void at6(const vf m[6], vf r[4]) {
     r[3] = d12 + 8 * d34 + m[5];
 }
 
-// Tiles [t0, t0 + count) of the source into v: v[(xi * stride + t) * C + c], the 36 points xi.
+// Tiles [t0, t0 + count) of the source into v: v[(xi * stride + t) * C + c], the points xi.
 BYOC_WINO_TARGET inline void transform_input(const Geometry &g, const Plane &src, int64_t t0,
                                              int64_t count, int64_t stride, float *v) {
     const int64_t blocks = g.C / 16;
@@ -136,6 +148,13 @@ BYOC_WINO_TARGET inline void transform_input(const Geometry &g, const Plane &src
             const int64_t y0 = tile / g.tiles_w * TILE - g.top;
             const int64_t x0 = tile % g.tiles_w * TILE - g.left;
             vf d[6][6], col[6], r[6];
+            if (g.dims == 1) {
+                for (int b = 0; b < 6; ++b)
+                    col[b] = x0 + b >= 0 && x0 + b < g.W ? load(src.at(i, cb, 0, x0 + b)) : vf{};
+                bt6(col, r);
+                for (int b = 0; b < 6; ++b) store(v + (b * stride + t) * g.C + cb * 16, r[b]);
+                continue;
+            }
             for (int a = 0; a < 6; ++a)
                 for (int b = 0; b < 6; ++b) {
                     const int64_t y = y0 + a, x = x0 + b;
@@ -156,6 +175,32 @@ BYOC_WINO_TARGET inline void transform_input(const Geometry &g, const Plane &src
         }
 }
 
+// The post-ops applied to an output vector y at pixel (y0, x0) of channel block kb, image img.
+BYOC_WINO_TARGET inline vf finish(vf y, const std::vector<Post> &posts, int64_t img, int64_t kb,
+                                  int64_t y0, int64_t x0) {
+    for (const Post &p : posts) {
+        if (p.kind == Post::ADD) {
+            y += load(p.tensor.at(img, kb, y0, x0));
+        } else if (p.kind == Post::RELU) {
+            y = y > 0 ? y : y * p.alpha;
+        } else if (p.kind == Post::CLIP) {
+            y = y < p.alpha ? p.alpha : y;
+            y = y > p.beta ? p.beta : y;
+        } else if (p.kind == Post::LINEAR) {
+            y = y * p.alpha + p.beta;
+        } else if (p.kind == Post::LOGISTIC) {
+            y = sigmoid16(y);
+        } else if (p.kind == Post::SWISH) {
+            y = y * sigmoid16(y * p.alpha);
+        } else if (p.kind == Post::HARDSIGMOID) {
+            y = clamp01(y * p.alpha + p.beta);
+        } else {
+            y = y * clamp01(y * p.alpha + p.beta);
+        }
+    }
+    return y;
+}
+
 // The matmul's products m (m[(xi * stride + t) * K + k]) of tiles [t0, t0 + count) back to
 // output pixels, plus the bias, through the post-ops, into dst.
 BYOC_WINO_TARGET inline void transform_output(const Geometry &g, const float *m, int64_t t0,
@@ -168,37 +213,24 @@ BYOC_WINO_TARGET inline void transform_output(const Geometry &g, const float *m,
             const int64_t img = (t0 + t) / g.per_image, tile = (t0 + t) % g.per_image;
             const int64_t y0 = tile / g.tiles_w * TILE, x0 = tile % g.tiles_w * TILE;
             vf cols[4][6], six[6], r[4];
+            const vf b0 = bias ? load(bias + kb * 16) : vf{};
+            if (g.dims == 1) {
+                for (int a = 0; a < 6; ++a) six[a] = load(m + (a * stride + t) * g.K + kb * 16);
+                at6(six, r);
+                for (int j = 0; j < 4 && x0 + j < g.OW; ++j)
+                    store(dst.at(img, kb, 0, x0 + j), finish(r[j] + b0, posts, img, kb, 0, x0 + j));
+                continue;
+            }
             for (int b = 0; b < 6; ++b) {  // A^T m: column by column
                 for (int a = 0; a < 6; ++a)
                     six[a] = load(m + ((a * 6 + b) * stride + t) * g.K + kb * 16);
                 at6(six, r);
                 for (int i = 0; i < 4; ++i) cols[i][b] = r[i];
             }
-            const vf b0 = bias ? load(bias + kb * 16) : vf{};
             for (int i = 0; i < 4 && y0 + i < g.OH; ++i) {
                 at6(cols[i], r);  // (A^T m) A: row by row
                 for (int j = 0; j < 4 && x0 + j < g.OW; ++j) {
-                    vf y = r[j] + b0;
-                    for (const Post &p : posts) {
-                        if (p.kind == Post::ADD) {
-                            y += load(p.tensor.at(img, kb, y0 + i, x0 + j));
-                        } else if (p.kind == Post::RELU) {
-                            y = y > 0 ? y : y * p.alpha;
-                        } else if (p.kind == Post::CLIP) {
-                            y = y < p.alpha ? p.alpha : y;
-                            y = y > p.beta ? p.beta : y;
-                        } else if (p.kind == Post::LINEAR) {
-                            y = y * p.alpha + p.beta;
-                        } else if (p.kind == Post::LOGISTIC) {
-                            y = sigmoid16(y);
-                        } else if (p.kind == Post::SWISH) {
-                            y = y * sigmoid16(y * p.alpha);
-                        } else if (p.kind == Post::HARDSIGMOID) {
-                            y = clamp01(y * p.alpha + p.beta);
-                        } else {
-                            y = y * clamp01(y * p.alpha + p.beta);
-                        }
-                    }
+                    const vf y = finish(r[j] + b0, posts, img, kb, y0 + i, x0 + j);
                     store(dst.at(img, kb, y0 + i, x0 + j), y);
                 }
             }
