@@ -285,6 +285,36 @@ def test_quantize_linear_stays_on_onnxruntime() -> None:
     np.testing.assert_array_equal(got["q"], want["q"])
 
 
+@pytest.mark.parametrize("by", ["scales", "sizes"])
+def test_resizes_empty_roi_and_scales_mean_not_given_and_stay_openvinos(by: str) -> None:
+    """Exporters write Resize's roi (and scales, when sizes are given) as empty constants:
+    "not given", not an empty tensor in the graph. The upsampling nets that do (PP-OCR's
+    detector, PicoDet) stay one OpenVINO partition, and match onnxruntime."""
+    rng = np.random.default_rng(0)
+    empty = np.zeros((0,), np.float32)
+    resize_in = ["r", "roi", "scales"] + (["sizes"] if by == "sizes" else [])
+    constants = {
+        "w": (rng.standard_normal((8, 4, 3, 3)) * 0.2).astype(np.float32),
+        "roi": empty,
+        "scales": empty if by == "sizes" else np.array([1, 1, 2, 2], np.float32),
+        "sizes": np.array([1, 8, 16, 16], np.int64),
+    }
+    model = make_model(
+        [
+            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+            node("Relu", ["c"], "r"),
+            node("Resize", resize_in, "u", mode="nearest"),
+            node("Sigmoid", ["u"], "y"),
+        ],
+        {"x": [1, 4, 8, 8]},
+        ["y"],
+        constants={k: v for k, v in constants.items() if k in resize_in or k == "w"},
+    )
+    report = assert_matches_onnxruntime(model, config())
+    assert {d.backend for d in report.plan.decisions.values()} == {"openvino"}
+    assert len(report.plan.partitions) == 1
+
+
 def test_a_graph_with_an_empty_tensor_is_not_openvinos() -> None:
     """OpenVINO computed a scalar wrongly (-6.3e-20 for 2.86) in a graph that also held an empty
     tensor: nodes reading or writing one stay on onnxruntime, and the scalar comes out right."""

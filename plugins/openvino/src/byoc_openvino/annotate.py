@@ -241,6 +241,20 @@ _NON_NEGATIVE = frozenset(
 )  # fmt: skip
 
 
+# Inputs an empty constant stands for as "not given" (ONNX's convention before optional inputs
+# could be left out): Resize's roi and scales. Exporters write them (PP-OCR's and PicoDet's
+# upsampling), and OpenVINO reads them as absent: its results there matched onnxruntime's.
+_OPTIONAL_EMPTY = {"Resize": (1, 2)}
+
+
+def _absent(node: NodeView, name: str) -> bool:
+    """Whether ``name`` is an empty constant in one of the node's "not given" positions."""
+    places = _OPTIONAL_EMPTY.get(node.op_type, ())
+    return any(node.inputs[i] == name for i in places if i < len(node.inputs)) and (
+        node.graph.constant(name) is not None
+    )
+
+
 def _safe_divisor(graph: Any, name: str) -> bool:
     """The value is never a nonzero float of magnitude below 1 / FLT_MAX."""
     value = graph.constant(name)
@@ -345,7 +359,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
                 f"'{name}' has a non-static shape {t}; fix the model's input shapes in the "
                 "config's [shapes] table"
             )
-        if 0 in (t.shape or ()):
+        if 0 in (t.shape or ()) and not _absent(node, name):
             return (
                 f"'{name}' is empty ({t}): OpenVINO's {DEVICE} plugin computes other values of "
                 "a graph holding an empty tensor wrongly (OpenVINO 2026.4)"
