@@ -64,7 +64,7 @@ enum Kind { INTERNAL = 0, INPUT = 1, OUTPUT = 2, CONST = 3 };
 const int QPARAMS = OP_END;  // a custom step (no op kind): quantize_dynamic's parameters
 const int QBIAS = OP_END + 1;  // a custom step: a bias older onnxruntimes quantized (run_qbias)
 const int BANDED = OP_END + 2;  // a custom step: a convolution and its pooling, band by band
-const int WINOGRAD = OP_END + 3;  // a custom step: a 3x3 convolution as Winograd F(4x4, 3x3)
+const int WINOGRAD = OP_END + 3;  // a custom step: a 3-tap or 3x3 convolution as Winograd
 
 struct Value {
     dims_t dims;
@@ -158,7 +158,7 @@ struct Quantized {
 struct Net {
     engine eng{engine::kind::cpu, 0};
     bool bf16 = false;
-    bool winograd = true;  // lower_winograd may run 3x3 convolutions as Winograd F(4x4, 3x3)
+    bool winograd = true;  // lower_winograd may run 3-tap and 3x3 convolutions as Winograd
     int threads = 0;  // OpenMP threads per run; 0: OpenMP's default
     std::vector<Value> values;
     std::vector<Op> ops;
