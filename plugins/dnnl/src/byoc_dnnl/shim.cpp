@@ -145,7 +145,7 @@ struct BandPlan {
 // args: the matmul's.
 struct WinoPlan {
     byoc_wino::Geometry g;
-    std::vector<byoc_wino::Post> posts;  // an ADD's tensor: step.c, placed at run time
+    std::vector<byoc_wino::Post> posts;  // an ADD reads step.c
     bool src_blocked = false, dst_blocked = false;
     int64_t block = 0;  // tiles per matmul
 };
@@ -2516,17 +2516,16 @@ void run_winograd(Net &n, Arena &a, size_t i) {
         return byoc_wino::Plane{(float *)a.mems[value].get_data_handle(), H, W, C, blocked};
     };
     const byoc_wino::Plane src = plane(s.a, g.H, g.W, g.C, plan.src_blocked),
-                           dst = plane(s.b, g.OH, g.OW, g.K, plan.dst_blocked);
-    std::vector<byoc_wino::Post> posts = plan.posts;
-    for (auto &p : posts)
-        if (p.kind == byoc_wino::Post::ADD) p.tensor = plane(s.c, g.OH, g.OW, g.K, plan.dst_blocked);
+                           dst = plane(s.b, g.OH, g.OW, g.K, plan.dst_blocked),
+                           addend = s.c >= 0 ? plane(s.c, g.OH, g.OW, g.K, plan.dst_blocked)
+                                             : byoc_wino::Plane{};
     const float *bias = s.d >= 0 ? (const float *)a.mems[s.d].get_data_handle() : nullptr;
     for (int64_t t0 = 0; t0 < g.tiles; t0 += plan.block) {
         const int64_t count = std::min(plan.block, g.tiles - t0);
         byoc_wino::transform_input(g, src, t0, count, plan.block, v);
         s.prim.execute(a.strm, args);
         a.strm.wait();
-        byoc_wino::transform_output(g, m, t0, count, plan.block, bias, posts, dst);
+        byoc_wino::transform_output(g, m, t0, count, plan.block, bias, plan.posts, addend, dst);
     }
 }
 

@@ -69,7 +69,6 @@ struct Post {
     // RELU: the negative slope; CLIP: [alpha, beta]; LINEAR: a*y+b; SWISH: y*sigmoid(a*y);
     // HARDSIGMOID: clamp(a*y+b, 0, 1); HARDSWISH: y*clamp(a*y+b, 0, 1) (oneDNN's eltwise algs)
     float alpha = 0, beta = 0;
-    Plane tensor{};             // ADD: the addend, in the destination's layout
 };
 
 struct Geometry {
@@ -175,12 +174,13 @@ BYOC_WINO_TARGET inline void transform_input(const Geometry &g, const Plane &src
         }
 }
 
-// The post-ops applied to an output vector y at pixel (y0, x0) of channel block kb, image img.
-BYOC_WINO_TARGET inline vf finish(vf y, const std::vector<Post> &posts, int64_t img, int64_t kb,
-                                  int64_t y0, int64_t x0) {
+// The post-ops applied to an output vector y at pixel (y0, x0) of channel block kb, image img
+// (an ADD reads addend, in the destination's layout).
+BYOC_WINO_TARGET inline vf finish(vf y, const std::vector<Post> &posts, const Plane &addend,
+                                  int64_t img, int64_t kb, int64_t y0, int64_t x0) {
     for (const Post &p : posts) {
         if (p.kind == Post::ADD) {
-            y += load(p.tensor.at(img, kb, y0, x0));
+            y += load(addend.at(img, kb, y0, x0));
         } else if (p.kind == Post::RELU) {
             y = y > 0 ? y : y * p.alpha;
         } else if (p.kind == Post::CLIP) {
@@ -202,10 +202,11 @@ BYOC_WINO_TARGET inline vf finish(vf y, const std::vector<Post> &posts, int64_t 
 }
 
 // The matmul's products m (m[(xi * stride + t) * K + k]) of tiles [t0, t0 + count) back to
-// output pixels, plus the bias, through the post-ops, into dst.
+// output pixels, plus the bias, through the post-ops (finish), into dst.
 BYOC_WINO_TARGET inline void transform_output(const Geometry &g, const float *m, int64_t t0,
                                               int64_t count, int64_t stride, const float *bias,
-                                              const std::vector<Post> &posts, const Plane &dst) {
+                                              const std::vector<Post> &posts, const Plane &addend,
+                                              const Plane &dst) {
     const int64_t blocks = g.K / 16;
 #pragma omp parallel for collapse(2) schedule(static)
     for (int64_t t = 0; t < count; ++t)
@@ -218,7 +219,8 @@ BYOC_WINO_TARGET inline void transform_output(const Geometry &g, const float *m,
                 for (int a = 0; a < 6; ++a) six[a] = load(m + (a * stride + t) * g.K + kb * 16);
                 at6(six, r);
                 for (int j = 0; j < 4 && x0 + j < g.OW; ++j)
-                    store(dst.at(img, kb, 0, x0 + j), finish(r[j] + b0, posts, img, kb, 0, x0 + j));
+                    store(dst.at(img, kb, 0, x0 + j),
+                          finish(r[j] + b0, posts, addend, img, kb, 0, x0 + j));
                 continue;
             }
             for (int b = 0; b < 6; ++b) {  // A^T m: column by column
@@ -230,7 +232,7 @@ BYOC_WINO_TARGET inline void transform_output(const Geometry &g, const float *m,
             for (int i = 0; i < 4 && y0 + i < g.OH; ++i) {
                 at6(cols[i], r);  // (A^T m) A: row by row
                 for (int j = 0; j < 4 && x0 + j < g.OW; ++j) {
-                    const vf y = finish(r[j] + b0, posts, img, kb, y0 + i, x0 + j);
+                    const vf y = finish(r[j] + b0, posts, addend, img, kb, y0 + i, x0 + j);
                     store(dst.at(img, kb, y0 + i, x0 + j), y);
                 }
             }
