@@ -9,7 +9,7 @@ from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 from byoc_dnnl import ops
 
-from .helpers import DNNL, MODES, claimed, conv_stem, dnnl_impls, rand
+from .helpers import DNNL, MODES, claimed, conv_stem, cpu_has, dnnl_impls, rand
 
 # (mode, coordinate_transformation_mode, nearest_mode, scales or None, sizes or None)
 RESIZES = [
@@ -73,3 +73,61 @@ def test_resize_oneDNN_computes_otherwise_is_refused_with_reason(case: tuple, re
     decision = plan.decisions["r"]
     assert decision.backend == "onnxruntime"
     assert reason in str(decision.refusals), decision.refusals
+
+
+def _upsampled_output(shape: list, size: list, c_in: int = 8, also: bool = False):
+    """Conv (c_in -> C, 1x1, or 3x3 from 3 channels) -> a linear Resize to ``size`` as the
+    model's output (also read by a Relu that is an output too, with ``also``)."""
+    n, c = shape[0], size[1]
+    k = 3 if c_in == 3 else 1
+    nodes = [
+        node("Conv", ["x", "w"], "h", pads=[k // 2] * 4),
+        node("Resize", ["h", "", "", "sizes"], "y", mode="linear"),
+    ]
+    outputs = ["y"]
+    if also:
+        nodes.append(node("Relu", ["y"], "z"))
+        outputs.append("z")
+    consts = {"w": rand(c, c_in, k, k), "sizes": np.array([n, *size[1:]], np.int64)}
+    return make_model(nodes, {"x": [n, c_in, *shape[2:]]}, outputs, consts)
+
+
+INTO_OUTPUT = "resampling byoc_linear:avx512 into the output"
+
+
+@pytest.mark.skipif(not cpu_has("avx512f"), reason="the direct upsampling runs on AVX-512 only")
+@pytest.mark.parametrize(
+    ("shape", "size", "c_in"),
+    [
+        ([1, 0, 16, 16], [1, 21, 128, 128], 8),  # a segmentation head's 8x to the input size
+        ([2, 0, 9, 7], [2, 5, 40, 100], 8),  # a batch, uneven factors, rows not a multiple of 16
+        ([1, 0, 20, 24], [1, 24, 41, 57], 3),  # from a 3-channel 3x3 convolution's layout
+    ],
+)
+def test_a_linear_upsampling_writes_the_output_directly_and_matches(
+    shape: list, size: list, c_in: int
+) -> None:
+    """A linear Resize that upsamples into the partition's output writes the plain NCHW output
+    itself (no reorder of the large result after oneDNN's resampling) and matches
+    onnxruntime."""
+    model = _upsampled_output(shape, size, c_in)
+    config = {**DNNL, "compile": {"placement": "static"}}
+    assert_matches_onnxruntime(model, config)
+    impls = dnnl_impls(byoc.compile(model, config))
+    assert impls[-1] == INTO_OUTPUT, impls
+    assert "resampling jit" not in str(impls), impls
+
+
+@pytest.mark.parametrize(
+    ("size", "also"), [([1, 21, 60, 60], False), ([1, 21, 128, 128], True)], ids=["down", "read"]
+)
+def test_a_resize_the_direct_path_does_not_fit_keeps_onednn_and_matches(
+    size: list, also: bool
+) -> None:
+    """A downsampling (16 outputs would read more than 16 source columns), or an upsampled
+    output that another kernel reads too, keeps oneDNN's resampling, and matches."""
+    model = _upsampled_output([1, 0, 64, 64] if not also else [1, 0, 16, 16], size, 8, also)
+    config = {**DNNL, "compile": {"placement": "static"}}
+    assert_matches_onnxruntime(model, config)
+    impls = dnnl_impls(byoc.compile(model, config))
+    assert INTO_OUTPUT not in impls and any(i.startswith("resampling jit") for i in impls), impls
