@@ -9,7 +9,16 @@ from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 from byoc_dnnl import ops
 
-from .helpers import DNNL, MODES, claimed, conv_stem, cpu_has, dnnl_impls, rand
+from .helpers import (
+    DNNL,
+    MODES,
+    assert_thread_safe,
+    claimed,
+    conv_stem,
+    cpu_has,
+    dnnl_impls,
+    rand,
+)
 
 # (mode, coordinate_transformation_mode, nearest_mode, scales or None, sizes or None)
 RESIZES = [
@@ -109,13 +118,15 @@ def test_a_linear_upsampling_writes_the_output_directly_and_matches(
 ) -> None:
     """A linear Resize that upsamples into the partition's output writes the plain NCHW output
     itself (no reorder of the large result after oneDNN's resampling) and matches
-    onnxruntime."""
+    onnxruntime, also from four threads at once."""
     model = _upsampled_output(shape, size, c_in)
     config = {**DNNL, "compile": {"placement": "static"}}
     assert_matches_onnxruntime(model, config)
-    impls = dnnl_impls(byoc.compile(model, config))
+    compiled = byoc.compile(model, config)
+    impls = dnnl_impls(compiled)
     assert impls[-1] == INTO_OUTPUT, impls
     assert "resampling jit" not in str(impls), impls
+    assert_thread_safe(compiled, [rand(shape[0], c_in, *shape[2:]) for _ in range(4)])
 
 
 @pytest.mark.parametrize(
