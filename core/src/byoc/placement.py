@@ -420,7 +420,7 @@ class Placer:
         bases: dict[int, float],
     ) -> bool:
         """The new partitions save more than the replaced ones by the margin of the plan's
-        onnxruntime time (savings on their regions' shared bases: _bases)."""
+        onnxruntime time (savings on ``bases`` where given, _bases; else as timed)."""
         gain = sum(_saved_ms(m, bases.get(id(m))) for m in ins) - sum(
             _saved_ms(m, bases.get(id(m))) for m in outs
         )
