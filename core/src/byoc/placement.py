@@ -363,20 +363,29 @@ class Placer:
         the plan unless the candidate's is faster by the margin. Without it a near tie stayed
         with whichever ranked first: bert-enc's dnnl and OpenVINO encoders timed 0.72-0.74 of
         onnxruntime each, while end to end OpenVINO's plan ran at 0.88-0.92 of dnnl's."""
-        out = list(ranked)
+        order = list(ranked)
         mine = {id(m) for m in current}
+
+        def at(m: Measurement) -> int:  # by identity: measurements compare by value
+            return next(i for i, o in enumerate(order) if o is m)
+
         for a in ranked:
             if id(a) not in mine:
                 continue
-            for b in ranked:
-                if id(b) in mine or b.backend == a.backend or not _near(a, b):
-                    continue
-                if not all(self._clearly_better([a], [b], x) for x in ({}, bases)):
-                    if out.index(b) > out.index(a):
-                        out.remove(b)
-                        out.insert(out.index(a), b)
-                    break
-        return out
+            rival = next(
+                (
+                    b
+                    for b in ranked
+                    if id(b) not in mine
+                    and b.backend != a.backend
+                    and _near(a, b)
+                    and not all(self._clearly_better([a], [b], x) for x in ({}, bases))
+                ),
+                None,
+            )
+            if rival is not None and at(rival) > at(a):
+                order.insert(at(a), order.pop(at(rival)))
+        return order
 
     def _faster_whole(self, vetoes: dict[str, dict[str, str]], feeds: dict[str, Any]) -> bool:
         """A near tie between partitions, decided end to end: the search's plan and the

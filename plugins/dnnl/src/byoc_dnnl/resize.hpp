@@ -16,7 +16,12 @@
 #include <cstring>
 #include <vector>
 
+#include "winograd.hpp"  // its 16-float vector types, load and store, and AVX-512 target
+
 namespace byoc_resize {
+
+using byoc_wino::vf;
+using byoc_wino::vi;
 
 constexpr int64_t V = 16;  // floats per vector
 
@@ -69,12 +74,8 @@ inline bool make_plan(Plan &p) {
     return true;
 }
 
-#define BYOC_RESIZE_TARGET __attribute__((target("avx512f")))
-typedef float vf __attribute__((vector_size(64), aligned(4)));
-typedef int32_t vi __attribute__((vector_size(64), aligned(4)));
-
 // src (one image per N) -> dst [N, C, OH, OW]; plane: C x IH rows of row() floats (scratch).
-BYOC_RESIZE_TARGET inline void run(const Plan &p, const float *src, float *plane, float *dst) {
+BYOC_WINO_TARGET inline void run(const Plan &p, const float *src, float *plane, float *dst) {
     const int64_t C = p.C, IH = p.IH, IW = p.IW, OH = p.OH, OW = p.OW, R = p.row();
     const int64_t CB = (C + V - 1) / V, blocks = (int64_t)p.base.size();
     for (int64_t i = 0; i < p.N; ++i) {
@@ -98,16 +99,15 @@ BYOC_RESIZE_TARGET inline void run(const Plan &p, const float *src, float *plane
                 for (int64_t x = 0; x < IW; ++x) v[(size_t)x] = r0[x] + wy * (r1[x] - r0[x]);
                 float *out = dst + ((i * C + c) * OH + oy) * OW;
                 for (int64_t b = 0; b < blocks; ++b) {
-                    vf s, w;
+                    const vf s = byoc_wino::load(v.data() + p.base[(size_t)b]);
+                    const vf w = byoc_wino::load(p.wx.data() + b * V);
                     vi k0, k1;
-                    std::memcpy(&s, v.data() + p.base[(size_t)b], sizeof s);
                     std::memcpy(&k0, p.i0.data() + b * V, sizeof k0);
                     std::memcpy(&k1, p.i1.data() + b * V, sizeof k1);
-                    std::memcpy(&w, p.wx.data() + b * V, sizeof w);
                     const vf a = __builtin_shuffle(s, k0), e = __builtin_shuffle(s, k1);
                     const vf r = a + w * (e - a);
                     if (b + 1 < blocks || OW % V == 0)
-                        std::memcpy(out + b * V, &r, sizeof r);
+                        byoc_wino::store(out + b * V, r);
                     else
                         std::memcpy(out + b * V, &r, (size_t)(OW % V) * sizeof(float));
                 }
