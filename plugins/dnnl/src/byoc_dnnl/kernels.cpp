@@ -433,17 +433,18 @@ Kernel *safe_softmax(Context &c, int axis, const In &src) {
 
 Kernel *layernorm(Context &c, float epsilon, const In &src, const In &scale, const In &shift) {
     const Dims &d = src.dims;
-    if (d.size() < 2 || scale.dims != Dims{d.back()}) fail("layernorm: bad shapes");
-    const bool shifted = !shift.dims.empty();
+    const bool scaled = !scale.dims.empty(), shifted = !shift.dims.empty();
+    if (d.size() < 2 || (scaled && scale.dims != Dims{d.back()})) fail("layernorm: bad shapes");
     if (shifted && shift.dims != Dims{d.back()}) fail("layernorm: bad bias shape");
-    auto flags = normalization_flags::use_scale;
+    auto flags = normalization_flags::none;
+    if (scaled) flags = flags | normalization_flags::use_scale;
     if (shifted) flags = flags | normalization_flags::use_shift;
     memory::desc md = plain(d);
     auto pd = layer_normalization_forward::primitive_desc(
         c.eng, prop_kind::forward_inference, md, md, epsilon, flags, attr_of(c, false));
     Builder b(c);
     b.operand(DNNL_ARG_SRC, src, b.slot(src), md, md);
-    b.operand(DNNL_ARG_SCALE, scale, b.slot(scale), plain(scale.dims), plain(scale.dims));
+    if (scaled) b.operand(DNNL_ARG_SCALE, scale, b.slot(scale), plain(scale.dims), plain(scale.dims));
     if (shifted) b.operand(DNNL_ARG_SHIFT, shift, b.slot(shift), plain(shift.dims), plain(shift.dims));
     b.output(d, md);
     return b.finish(layer_normalization_forward(pd), pd);

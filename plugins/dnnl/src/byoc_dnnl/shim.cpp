@@ -1541,9 +1541,12 @@ void lower_layernorm(Net &n, const Op &op) {
     const dims_t d = n.values[a].dims;
     if (d != n.values[op.out].dims || d.size() < 2) fail("layernorm: bad shape");
     dims_t cd = {d.back()};
-    check_value(n, op.ins[1], "layernorm scale");
-    if (n.values[op.ins[1]].dims != cd) fail("layernorm: scale must have the last dim's size");
-    normalization_flags flags = normalization_flags::use_scale;
+    normalization_flags flags = normalization_flags::none;
+    if (op.ins[1] >= 0) {  // none: a group or instance normalization's rows (its affine after)
+        check_value(n, op.ins[1], "layernorm scale");
+        if (n.values[op.ins[1]].dims != cd) fail("layernorm: scale must have the last dim's size");
+        flags = normalization_flags::use_scale;
+    }
     if (op.ins[2] >= 0) {
         check_value(n, op.ins[2], "layernorm bias");
         if (n.values[op.ins[2]].dims != cd) fail("layernorm: bias must have the last dim's size");
@@ -1552,8 +1555,8 @@ void lower_layernorm(Net &n, const Op &op) {
     memory::desc md = plain(d);
     auto pd = layer_normalization_forward::primitive_desc(
         n.eng, prop_kind::forward_inference, md, md, op.fp[0], flags, plain_attr());
-    std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out},
-                                             {DNNL_ARG_SCALE, ensure_plain(n, op.ins[1])}};
+    std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_DST, op.out}};
+    if (op.ins[1] >= 0) args.push_back({DNNL_ARG_SCALE, ensure_plain(n, op.ins[1])});
     if (op.ins[2] >= 0) args.push_back({DNNL_ARG_SHIFT, ensure_plain(n, op.ins[2])});
     set_out(n, op.out, pd.dst_desc());
     n.scratch_size = std::max(n.scratch_size, pd.scratchpad_desc().get_size());

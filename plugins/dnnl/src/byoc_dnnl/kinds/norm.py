@@ -1,6 +1,7 @@
 """Normalization kinds: ``softmax``, ``safe_softmax`` (a softmax whose NaN become 0, as
 PyTorch's exporters guard attention's), ``layernorm`` (LayerNormalization, and as exporters
-before opset 17 spell it in basic ops), ``batchnorm`` (standalone; after a convolution the
+before opset 17 spell it in basic ops; also InstanceNormalization and GroupNormalization, each
+group's values a row of it), ``batchnorm`` (standalone; after a convolution the
 fusion pass folds it into the weights) and ``lrn``."""
 
 from __future__ import annotations
@@ -44,6 +45,25 @@ def _layernorm(node: NodeView) -> str | None:
     for i in (1, 2):
         if i < len(node.inputs) and node.inputs[i] and constant(node, i) is None:
             return "scale and bias must be constants"
+    return None
+
+
+def _groupnorm(node: NodeView) -> str | None:
+    """InstanceNormalization, or GroupNormalization (opset 21: scale and bias per channel; the
+    checker refuses opset 18's per-group form): each group's values layer-normalized, then the
+    affine."""
+    rank = rank_of(node)
+    if not 3 <= rank <= 5:
+        return f"{node.op_type} needs rank 3 to 5"
+    if any(constant(node, i) is None for i in (1, 2)):
+        return "scale and bias must be constants"
+    if node.op_type == "GroupNormalization":
+        channels = node.input_type(0).shape[1]  # type: ignore[union-attr,index]
+        groups = int(node.attrs.get("num_groups", 0))
+        if groups < 1 or channels % groups:
+            return f"{groups} groups do not divide {channels} channels"
+        if node.attrs.get("stash_type", 1) != 1:
+            return "only float32 statistics (stash_type 1)"
     return None
 
 
@@ -185,6 +205,46 @@ def _lower_spelled(low: Lowering, comp: Found, members: list[NodeView]) -> None:
     low.kernels[-1].members = [m.name for m in members]
 
 
+def _lower_groupnorm(low: Lowering, node: NodeView) -> None:
+    """Rows of (N * groups, the rest), layer-normalized without an affine of their own; then
+    ``* scale + bias`` per channel, unless they are ones and zeros (TorchScript's GroupNorm:
+    Reshape, InstanceNormalization of ones and zeros, Reshape, Mul, Add)."""
+    x, y = node.inputs[0], node.outputs[0]
+    shape = low.shape(x)
+    channels = shape[1]
+    groups = int(node.attrs.get("num_groups", channels))  # InstanceNormalization: a channel each
+    scale, bias = (np.reshape(low.const(v), -1) for v in node.inputs[1:3])  # type: ignore[arg-type]
+    n = low.counter()
+    rows, normed = f"{x}:groups{n}", f"{y}:groups{n}"
+    low.shapes[rows] = low.shapes[normed] = (
+        shape[0] * groups,
+        int(np.prod(shape)) // shape[0] // groups,
+    )
+    low.emit("view", [x], rows, node)
+    low.emit(
+        "layernorm",
+        [rows, None, None],
+        normed,
+        node,
+        epsilon=float(node.attrs.get("epsilon", 1e-5)),
+    )
+    if np.all(scale == 1) and np.all(bias == 0):
+        low.emit("view", [normed], y, node)
+        return
+    z, scaled = f"{y}:normed{n}", f"{y}:scaled{n}"
+    low.shapes[z] = low.shapes[scaled] = shape
+    low.emit("view", [normed], z, node)
+    per_channel = (1, channels) + (1,) * (len(shape) - 2)
+    for alg, src, value, out in (("mul", z, scale, scaled), ("add", scaled, bias, y)):
+        low.emit(
+            "binary",
+            [src, low.new_const(f"{y}:{alg}", value.reshape(per_channel))],
+            out,
+            node,
+            alg=alg,
+        )
+
+
 def _lower_batchnorm(low: Lowering, node: NodeView) -> None:
     x, scale, shift, mean, var = node.inputs[:5]
     names = [low.new_const(n, low.const(n).reshape(-1)) for n in (mean, var, scale, shift)]  # type: ignore[union-attr]
@@ -259,6 +319,8 @@ FAMILY = Family(
         "Softmax": Op(accept, _lower_softmax),
         "LRN": Op(_lrn, _lower_lrn),
         "LayerNormalization": Op(_layernorm, _lower_layernorm),
+        "InstanceNormalization": Op(_groupnorm, _lower_groupnorm),
+        "GroupNormalization": Op(_groupnorm, _lower_groupnorm),
     },
     composites=[
         Composite(
