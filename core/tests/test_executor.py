@@ -6,6 +6,7 @@ import threading
 
 import byoc
 import numpy as np
+import onnxruntime as ort
 import pytest
 from byoc.testing.build import make_model, node
 
@@ -165,3 +166,29 @@ def test_outputs_belong_to_the_caller(tmp_path, load):
     again = compiled.run({"x": x})
     np.testing.assert_array_equal(again["k"], [0, 1, 2])
     np.testing.assert_array_equal(x, [1, 1, 1])
+
+
+def test_one_session_runs_identity_copies_of_weights_as_weights():
+    """TorchScript writes an Identity for each shared weight; onnxruntime's CPU provider then
+    misses its fp16 convolution kernels (a half-precision SqueezeNet: 4.5 ms, 2.9 ms without).
+    The one session of a plan with no partition holds them as weights: same outputs."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 3, 3, 3)).astype(np.float16)
+    m = make_model(
+        [
+            node("Identity", ["w"], "w1"),
+            node("Identity", ["w1"], "w2"),  # a copy of a copy
+            node("Conv", ["x", "w2"], "c", pads=[1, 1, 1, 1]),
+            node("Relu", ["c"], "y"),
+        ],
+        {"x": (np.float16, [1, 3, 8, 8])},
+        ["y"],
+        {"w": w},
+    )
+    compiled = byoc.compile(m, {"backends": []})
+    (step,) = compiled.steps
+    assert [n.op_type for n in step.unit.model.graph.node] == ["Conv", "Relu"]
+    assert compiled._direct is not None  # still the model as read, called directly
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float16)
+    want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_array_equal(compiled.run({"x": x})["y"], want)
