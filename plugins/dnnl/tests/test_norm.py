@@ -279,9 +279,18 @@ def test_instance_and_group_norm_are_a_layernorm_of_each_groups_rows(
     assert kinds == ["conv", "view", "layernorm", "view", "binary" if affine else "eltwise"]
 
 
-def test_group_norm_of_groups_that_do_not_divide_the_channels_is_refused() -> None:
-    model = _group_norm_model("GroupNormalization", [1, 12, 6, 6], True, 5)
+@pytest.mark.parametrize("case", ["groups", "scale"])
+def test_group_norm_that_does_not_fit_its_channels_is_refused(case: str) -> None:
+    """Groups that do not divide the channels; a scale of another length (a damaged model
+    that ONNX's checker lets through) is refused, not reshaped."""
+    if case == "groups":
+        model, words = _group_norm_model("GroupNormalization", [1, 12, 6, 6], True, 5), "5 groups"
+    else:
+        model = _group_norm_model("InstanceNormalization", [1, 8, 6, 6], True)
+        (s,) = [t for t in model.graph.initializer if t.name == "s"]
+        s.CopyFrom(onnx.numpy_helper.from_array(rand(3), "s"))
+        words = "one value per channel (8)"
     plan = byoc.partition(model, DNNL)
     decision = plan.decisions[plan.model.graph.node[1].name]
     assert decision.backend == "onnxruntime"
-    assert "5 groups do not divide 12 channels" in str(decision.refusals), decision.refusals
+    assert words in str(decision.refusals), decision.refusals

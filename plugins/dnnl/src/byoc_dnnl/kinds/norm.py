@@ -55,10 +55,14 @@ def _groupnorm(node: NodeView) -> str | None:
     rank = rank_of(node)
     if not 3 <= rank <= 5:
         return f"{node.op_type} needs rank 3 to 5"
+    channels = node.input_type(0).shape[1]  # type: ignore[union-attr,index]
+    if not isinstance(channels, int):
+        return "the channel count is not static"
     if any(constant(node, i) is None for i in (1, 2)):
         return "scale and bias must be constants"
+    if any(np.size(constant(node, i)) != channels for i in (1, 2)):
+        return f"scale and bias must hold one value per channel ({channels})"
     if node.op_type == "GroupNormalization":
-        channels = node.input_type(0).shape[1]  # type: ignore[union-attr,index]
         groups = int(node.attrs.get("num_groups", 0))
         if groups < 1 or channels % groups:
             return f"{groups} groups do not divide {channels} channels"
