@@ -183,7 +183,8 @@ def _run_on_dnnl(model: onnx.ModelProto, mode: dict, nan: bool = True) -> byoc.C
     compiled = byoc.compile(model, config)
     feeds = {"x": rand(1, 8, 16), "mask": _mask(nan)}
     want = ort.InferenceSession(model.SerializeToString()).run(None, feeds)[0]
-    np.testing.assert_allclose(compiled.run(feeds)["y"], want, rtol=1e-5, atol=1e-5)
+    # scores reach +-50 here: 1e-5 held for oneDNN's AVX-512 kernels, not for its AVX2 ones
+    np.testing.assert_allclose(compiled.run(feeds)["y"], want, rtol=1e-4, atol=1e-4)
     return compiled
 
 

@@ -210,7 +210,8 @@ def test_int8_products_are_exact_at_any_size() -> None:
     """MatMulInteger and ConvInteger of int8 weights with zero point 0 (onnxruntime's dynamic
     quantization) run in OpenVINO's int8 kernels, exact far above 2**24, and so do the Casts
     to float that read them; with uint8 weights of zero point 136 OpenVINO goes through
-    float32 (33 off on these inputs, near 2.7e7), so those stay on onnxruntime."""
+    float32 (33 off on these inputs, near 2.7e7), so those stay on onnxruntime. Checked against
+    numpy's int64 products: onnxruntime's own are saturated on a CPU without VNNI."""
     k, rng = 1024, np.random.default_rng(0)
     w = rng.integers(-128, 128, (k, 8)).astype(np.int8)
     w[:, 0] = -128
@@ -242,10 +243,14 @@ def test_int8_products_are_exact_at_any_size() -> None:
     a = np.full((2, k), 255, np.uint8)
     a[1] = rng.integers(0, 256, k)
     inputs = {"a": a, "za": np.array(0, np.uint8), "x": np.full((1, 128, 4, 4), 255, np.uint8)}
-    got, want = byoc.compile(model, config()).run(inputs), _onnxruntime(model, inputs)
+    got = byoc.compile(model, config()).run(inputs)
+    products = a.astype(np.int64) @ w.astype(np.int64)
+    window = np.full((1, 1, 2, 2), 255 * -128 * 128 * 9)  # each 3x3 window of 128 channels
+    want = {"pf": products, "cf": np.broadcast_to(window, (1, 4, 2, 2))}
     assert np.abs(want["pf"]).max() > 2**24 and np.abs(want["cf"]).max() > 2**24
-    for name in ("pf", "qf", "cf"):
-        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+    for name, value in want.items():
+        np.testing.assert_array_equal(got[name], value.astype(np.float32), err_msg=name)
+    np.testing.assert_array_equal(got["qf"], _onnxruntime(model, inputs)["qf"])
 
 
 def test_dynamic_quantization_stays_on_onnxruntime() -> None:
