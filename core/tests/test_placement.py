@@ -13,7 +13,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from byoc import placement, plugins
+from byoc import host, placement, plugins
 from byoc.cli import main
 from byoc.explain import explain_text
 from byoc.testing.build import make_model, node
@@ -812,6 +812,22 @@ def qdq_conv():
     constants = {"s": np.float32(0.02), "z": np.uint8(128), "s2": np.float32(0.05)}
     constants |= {"wq": weights, "ws": np.float32(0.01), "wz": np.int8(0)}
     return make_model(nodes, {"x": [1, 8, 16, 16]}, ["y"], constants)
+
+
+@pytest.mark.parametrize(("flags", "hinted"), [(("avx2",), True), (("avx2", "avx512_vnni"), False)])
+def test_a_mismatch_on_int8_products_says_when_onnxruntime_saturates(
+    install, monkeypatch, flags, hinted
+):
+    """On an x86 CPU without VNNI onnxruntime's own uint8 x int8 products saturate: a compare
+    that fails on a model with int8 weights says so (and what avoids it); with VNNI it does not."""
+    install(Quantizing(5.0))
+    cpu = dataclasses.replace(host.cpu(), machine="x86_64", flags=flags)
+    monkeypatch.setattr(host, "cpu", lambda: cpu)
+    report = byoc.compare(qdq_conv(), {"backends": ["qdq"], "compile": {"placement": "static"}})
+    assert not report.passed
+    assert ("no VNNI" in report.table()) == hinted, report.table()
+    assert ("read by DequantizeLinear here" in report.hint) == hinted
+    assert ("reduce_range=True" in report.to_json()["hint"]) == hinted
 
 
 @pytest.mark.parametrize(("off", "kept"), [(0.0, True), (0.2, False)])

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 import onnxruntime as ort
 
+from byoc import host
 from byoc.compiled import CompiledModel
 from byoc.compiler import compile
 from byoc.config import Config, load_config
@@ -31,6 +32,7 @@ class CompareReport:
     rtol: float
     atol: float
     plan: Any = field(default=None, repr=False)
+    hint: str = ""  # on a mismatch: what may explain it besides byoc (``_int8_hint``)
 
     @property
     def passed(self) -> bool:
@@ -70,6 +72,7 @@ class CompareReport:
             "ran": self.ran(),
             "rtol": self.rtol,
             "atol": self.atol,
+            "hint": self.hint,
             "outputs": [
                 {
                     "name": o.name,
@@ -117,6 +120,8 @@ class CompareReport:
                 f"{o.spread:.3g}{step} (fused kernels and sums in another order round "
                 "otherwise: a quantized model's do)"
             )
+        if self.hint and not self.passed:
+            lines.append(f"note: {self.hint}")
         lines.append(self.ran_line())
         return "\n".join(lines)
 
@@ -190,7 +195,34 @@ def compare(
             else within_spread(n, got[n], want[n], unoptimized[n], rtol, atol, graph.quantum(n))
             for n, r in zip(compiled.outputs, reports, strict=True)
         ]
-    return CompareReport(reports, rtol, atol, compiled.plan)
+    passed = all(r.passed for r in reports)
+    return CompareReport(reports, rtol, atol, plan, "" if passed else _int8_hint(plan.model))
+
+
+# op type -> the input that holds the weights of its uint8 x int8 products
+_INT8_PRODUCTS = {"MatMulInteger": 1, "ConvInteger": 1, "QLinearConv": 3, "QLinearMatMul": 3}
+_INT8_PRODUCTS |= {"DequantizeLinear": 0}  # QDQ weights: onnxruntime fuses them into QLinearConv
+
+
+def _int8_hint(model: Any) -> str:
+    """Why onnxruntime itself may be off on ``model`` on this CPU, or "": its uint8 x int8
+    products (``_INT8_PRODUCTS`` with int8 weights) saturate on an x86 CPU without VNNI."""
+    if not host.cpu().saturates_int8():
+        return ""
+    graph, found = Graph(model), set()
+    for n in model.graph.node:
+        i = _INT8_PRODUCTS.get(n.op_type)
+        weights = graph.type_of(n.input[i]) if i is not None and len(n.input) > i else None
+        if weights is not None and weights.dtype == np.int8:
+            found.add(n.op_type)
+    if not found:
+        return ""
+    return (
+        "this CPU has no VNNI, and onnxruntime's products of uint8 values and int8 weights "
+        f"(read by {', '.join(sorted(found))} here) add pairs in int16 and saturate: where a "
+        "backend computes them exactly, onnxruntime is the one off (docs/user-guide.md, "
+        "quantized models; quantizing with reduce_range=True avoids it)"
+    )
 
 
 def _unoptimized(

@@ -36,6 +36,12 @@ class Cpu:
         """Whether the CPU computes in bfloat16 natively (x86: AVX512_BF16 or AMX; Arm: BF16)."""
         return bool({"avx512_bf16", "amx_bf16", "bf16"} & set(self.flags))
 
+    def saturates_int8(self) -> bool:
+        """Whether onnxruntime's uint8 x int8 products saturate here: an x86 CPU without VNNI
+        adds pairs of them in int16 (``vpmaddubsw``)."""
+        vnni = {"avx512_vnni", "avx_vnni", "amx_int8"} & set(self.flags)
+        return self.machine.lower() in ("x86_64", "amd64") and not vnni
+
 
 @cache
 def cpu() -> Cpu:
