@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -96,8 +98,12 @@ def fake_clock(monkeypatch):
     """Timings by decree: a test backend takes its ``fake_ms``, onnxruntime 1 ms, and the whole
     compiled model ``clock["byoc"]`` ms against 1 ms for plain onnxruntime, the interval of its
     ratio ``clock["interval"]`` (default: the ratio itself); the search's plan against the
-    priority plan, end to end, ``clock["plans"]`` (default: a tie). Both still run."""
-    clock = {"byoc": 0.5, "call": 0.0, "interval": None, "plans": (0.95, 1.05)}
+    priority plan, end to end, ``clock["plans"]`` (default: a tie); the share of the CPUs other
+    processes took, timing by timing, ``clock["others"]`` (then none). Both still run."""
+    clock = {"byoc": 0.5, "call": 0.0, "interval": None, "plans": (0.95, 1.05), "others": []}
+
+    def others():
+        return clock["others"].pop(0) if clock["others"] else None
 
     def time_pair(first, second, args, threshold=None, **_):
         first(args), second(args)
@@ -105,18 +111,19 @@ def fake_clock(monkeypatch):
         if hasattr(second.__self__, "fake_ms"):  # two backends head to head
             ratio = ms / second.__self__.fake_ms
             interval = getattr(first.__self__, "contest", (ratio, ratio))
-            return placement.Timing(ms, second.__self__.fake_ms, interval, 8)
+            return placement.Timing(ms, second.__self__.fake_ms, interval, 8, others())
         ort = getattr(first.__self__, "ort_ms", 1.0)  # onnxruntime as timed beside it
         spread = getattr(first.__self__, "spread", (ms / ort, ms / ort))
-        return placement.Timing(ms, ort, spread, 8)
+        return placement.Timing(ms, ort, spread, 8, others())
 
     def time_blocks(first, second, args, threshold=None, **_):
         first(args), second(args)
         if not args:  # two compiled models, each running its own feeds
-            return placement.Timing(1.0, 1.0, clock["plans"], 6)
+            return placement.Timing(1.0, 1.0, clock["plans"], 6, others())
         interval = clock["interval"] or (clock["byoc"], clock["byoc"])
-        return placement.Timing(clock["byoc"], 1.0, interval, 3)
+        return placement.Timing(clock["byoc"], 1.0, interval, 3, others())
 
+    monkeypatch.setattr(placement, "PAUSE", 0.0)
     monkeypatch.setattr(placement, "time_pair", time_pair)
     monkeypatch.setattr(placement, "time_blocks", time_blocks)
     monkeypatch.setattr(placement, "session_call_ms", lambda config, reg=None: clock["call"])
@@ -582,6 +589,52 @@ def test_a_whole_model_win_its_partitions_cannot_explain_is_not_trusted(install,
     assert backends_of(byoc.compile(model(), remeasure)) == ["quick", "onnxruntime"]
 
 
+def test_a_partition_timed_while_other_processes_took_the_cpus_runs_on_onnxruntime(
+    install, fake_clock
+):
+    """A neighbour slows the two sides unequally, so a timing it disturbed is no evidence:
+    timed once more after a pause, still disturbed, the partition runs on onnxruntime, saying
+    why, and nothing is cached: the next compile, on a quiet machine, times it and keeps it."""
+    install(Plugin("quick", 5, fake_ms=0.5))
+    config = {"backends": ["quick"], **MEASURED}
+    fake_clock["others"] = [0.6, 0.55]
+    with pytest.warns(UserWarning, match="other processes took up to 55% of the CPUs while 1 "):
+        compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["onnxruntime"]
+    assert fake_clock["others"] == []  # timed twice
+    (m,) = compiled.plan.placement.measurements
+    assert (m.kept, m.disturbed, m.others) == (False, True, 0.55)
+    assert "took 55% of the CPUs while it was timed" in explain_text(compiled.plan)
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    quiet = byoc.compile(model(), config)
+    assert backends_of(quiet) == ["quick", "onnxruntime"]
+    assert [m.cached for m in quiet.plan.placement.measurements] == [False]
+    assert [m.cached for m in byoc.compile(model(), config).plan.placement.measurements] == [True]
+
+
+def test_a_burst_of_other_processes_is_waited_out(install, fake_clock):
+    install(Plugin("quick", 5, fake_ms=0.5))
+    fake_clock["others"] = [0.9, 0.02]
+    compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["quick", "onnxruntime"]
+    (m,) = compiled.plan.placement.measurements
+    assert (m.kept, m.disturbed, m.others) == (True, False, 0.02)
+
+
+def test_a_whole_model_check_other_processes_disturbed_is_not_trusted(install, fake_clock):
+    install(Plugin("quick", 5, fake_ms=0.5))
+    config = {"backends": ["quick"], **MEASURED}
+    fake_clock["others"] = [0.0, 0.5, 0.5]  # the partition, then the whole model twice
+    with pytest.warns(UserWarning, match="the whole-model check: other processes took 50% "):
+        compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["onnxruntime"]
+    assert compiled.plan.placement.whole.disturbed
+    again = byoc.compile(model(), config)  # the partition's verdict cached, the check not
+    assert backends_of(again) == ["quick", "onnxruntime"]
+    assert [m.cached for m in again.plan.placement.measurements] == [True]
+    assert not again.plan.placement.whole.cached
+
+
 def test_whole_model_fallback_false_keeps_the_compiled_model(install, fake_clock):
     install(Plugin("quick", 5, fake_ms=0.5))
     fake_clock["byoc"] = 1.5
@@ -738,6 +791,32 @@ def test_timing_stops_once_the_ratio_is_clear_and_says_when_it_is_not():
     )
     lo, hi = coin.interval
     assert lo < 0.98 < hi  # the budget ran out: unclear
+
+
+def test_other_processes_cpu_time_is_seen_and_byocs_own_is_not():
+    """``host.others_since``: another process spinning takes a whole CPU of those this process
+    may run on; this process spinning itself is not another process."""
+    cpus = len(os.sched_getaffinity(0))
+    spinner = subprocess.Popen([sys.executable, "-c", SPIN.format(1.0)])
+    try:
+        time.sleep(0.2)  # it starts
+        mark = host.cpu_mark()
+        time.sleep(0.5)
+        assert host.others_since(mark) >= 0.7 / cpus
+    finally:
+        spinner.kill()
+        spinner.wait()
+    mark = host.cpu_mark()
+    exec(SPIN.format(0.4))
+    assert host.others_since(mark) < 0.5 / cpus
+
+
+SPIN = "import time\nend = time.perf_counter() + {}\nwhile time.perf_counter() < end: pass"
+
+
+def test_without_proc_stat_nothing_is_taken_for_a_disturbance(monkeypatch):
+    monkeypatch.setattr(host, "_cpu_seconds", lambda: None)
+    assert host.others_since(host.cpu_mark()) is None
 
 
 def test_a_neighbours_burst_spoils_a_round_or_two_not_the_whole_model_verdict(monkeypatch):

@@ -1,4 +1,5 @@
-"""This machine, as byoc's caches see it: its CPU and byoc's user cache directory.
+"""This machine, as byoc's caches and timings see it: its CPU, byoc's user cache directory,
+and how much of the CPUs other processes take (``others_since``).
 
 One reading of ``/proc/cpuinfo`` serves the compiled libraries' host tag
 (``byoc.native.host_tag``), the ``.byoc`` stamp and measured placement's cache key; one
@@ -11,6 +12,8 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import time
+from collections import deque
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -65,3 +68,58 @@ def cpu() -> Cpu:
 def cache_root() -> Path:
     """byoc's user cache directory (not created here)."""
     return Path(platformdirs.user_cache_dir("byoc"))
+
+
+_readings: deque[tuple[float, float, float]] = deque(maxlen=64)  # (monotonic, busy, own) seconds
+
+
+def _cpu_seconds() -> tuple[float, float, int] | None:
+    """CPU seconds the CPUs this process may run on have spent busy since boot (user, nice,
+    system, interrupts, and steal: the hypervisor running another machine on ours), those
+    this process spent (all its threads, and the children it waited for), and how many CPUs
+    those are; None without Linux's ``/proc/stat``."""
+    mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    busy, cpus = 0, 0
+    try:
+        with open("/proc/stat") as fh:
+            for line in fh:
+                name, *fields = line.split()
+                if not name.startswith("cpu") or name == "cpu":
+                    continue
+                if mine is None or int(name[3:]) in mine:
+                    user, nice, system, _, _, irq, softirq, steal = map(int, fields[:8])
+                    busy, cpus = busy + user + nice + system + irq + softirq + steal, cpus + 1
+    except (OSError, ValueError):
+        return None
+    t = os.times()  # children too: a compiler this process ran and waited for is its own work
+    return busy / os.sysconf("SC_CLK_TCK"), t[0] + t[1] + t[2] + t[3], cpus
+
+
+def cpu_mark() -> float:
+    """Note how busy the CPUs are now: the start of a span ``others_since`` measures."""
+    now = time.monotonic()
+    seconds = _cpu_seconds()
+    if seconds is not None:
+        _readings.append((now, *seconds[:2]))
+    return now
+
+
+def others_since(mark: float, window: float = 0.25) -> float | None:
+    """The share of the CPUs this process may run on that other processes (and steal) took
+    from ``mark`` (``cpu_mark``) until now: their busy time less this process's own, over
+    their time. The counters tick 100 times a second, so a span shorter than ``window``
+    reaches back to an earlier reading, or waits for the rest; None without ``/proc/stat``."""
+    now = _cpu_seconds()
+    if now is None or now[2] == 0:
+        return None
+    end = time.monotonic()
+    older = [r for r in _readings if r[0] <= min(mark, end - window) and end - r[0] < 8 * window]
+    start = older[-1] if older else next((r for r in _readings if r[0] >= mark), None)
+    if start is None:
+        return None
+    if end - start[0] < window:
+        time.sleep(window - (end - start[0]))
+        now, end = _cpu_seconds() or now, time.monotonic()
+    _readings.append((end, *now[:2]))
+    spent = (now[0] - start[1]) - (now[1] - start[2])
+    return max(0.0, spent) / max(end - start[0], 1e-9) / now[2]

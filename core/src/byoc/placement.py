@@ -10,7 +10,9 @@ asks ``Placer.verify`` whether the built model stays. For the plan it is given, 
    onnxruntime's optimized and unoptimized runs differ by, goes back untimed;
 3. (``[compile] placement = "measured"``, the default) times each remaining partition against
    an onnxruntime session of the same partition model, interleaved after a warm-up, medians,
-   with the fallback's thread settings and spinning off (how a multi-unit plan runs);
+   with the fallback's thread settings and spinning off (how a multi-unit plan runs); a
+   timing while other processes took more than BUSY of the CPUs is taken once more after a
+   pause, and if still disturbed is no evidence: the partition goes back, uncached;
 4. vetoes, for that backend, the nodes of every partition that fails or does not win by
    ``[compile] margin`` and partitions again (another backend may claim them; the leftover
    graph is re-cut into as few onnxruntime sessions as acyclicity allows), until every
@@ -67,9 +69,11 @@ from byoc.tolerance import compare_arrays, precision_error, within_spread
 from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
-CACHE_VERSION = 5
+CACHE_VERSION = 6  # 6: timings other processes disturbed are not cached (Measurement.others)
 SEARCH_RULES = 3  # how the search decides (3: shared bases, near ties end to end)
 WHOLE_BUDGET = (4.0, 15.0)  # seconds for the whole-model check: room for ~12 rounds, within these
+BUSY = 0.125  # the share of the CPUs other processes may take while something is timed
+PAUSE = 0.5  # seconds to let a burst of theirs pass before timing once more
 
 
 class _Trial:
@@ -168,6 +172,7 @@ class Placer:
         self.shown: dict[str, Measurement] = {}
         self.trials: dict[str, _Trial] = {}  # partition key -> its inputs, outputs, onnxruntime
         self.verdicts: dict[str, Measurement] = {}  # partition key -> its verdict, once decided
+        self.disturbed = 0  # timings other processes spoiled, twice where a second was allowed
 
     def decide(self, inputs: Mapping[str, Any] | None) -> Plan:
         """The plan to build: every backend partition checked (and, measured, timed and
@@ -201,6 +206,15 @@ class Placer:
                 stacklevel=3,
             )
         self.feeds, self.verdicts = feeds, verdicts
+        busy = [m for m in tried if m.disturbed]
+        if busy:
+            warnings.warn(
+                f"measured placement: other processes took up to "
+                f"{max(m.others or 0 for m in busy):.0%} of the CPUs while {len(busy)} "
+                "partition(s) were timed; those run on onnxruntime and their timings are not "
+                "cached (compile again on a quieter machine)",
+                stacklevel=3,
+            )
         noted = [m for m in tried if m.failure is None and m.precision_note]
         return self._placed(Placement(mode, tried if self.measured_mode else failed + noted))
 
@@ -258,9 +272,9 @@ class Placer:
         known = self._cached_search(search_key)
         if known is not None:
             return known
-        before = set(verdicts)
+        before, disturbed = set(verdicts), self.disturbed
         changed, stopped = self._search_anew(feeds, verdicts)
-        if not stopped:
+        if not stopped and self.disturbed == disturbed:
             entry = {
                 "vetoes": self.vetoes if changed else None,
                 "candidates": sorted(set(verdicts) - before),
@@ -415,14 +429,16 @@ class Placer:
         if self.progress is not None:
             self.progress(1, 1, "searching: the two plans end to end")
         margin = self.margin
-        timing = time_blocks(
-            lambda _: theirs.run(feeds),
-            lambda _: ours.run(feeds),
-            [],
-            lambda a, b: 1 - margin,
-            budget=_whole_budget(once),
+        timing = self._undisturbed(
+            lambda: time_blocks(
+                lambda _: theirs.run(feeds),
+                lambda _: ours.run(feeds),
+                [],
+                lambda a, b: 1 - margin,
+                budget=_whole_budget(once),
+            )
         )
-        return timing.interval[1] < 1 - margin
+        return not self._busy(timing) and timing.interval[1] < 1 - margin
 
     def _gains(
         self,
@@ -461,6 +477,8 @@ class Placer:
             if unit is None or runtime is None or trial is None or m.precision != "fp32":
                 continue
             again = self._time(unit, runtime[1], trial, budget=4.0, pairs=60)
+            if again.disturbed:  # no evidence: the first timing stands
+                continue
             for name in ("backend_ms", "onnxruntime_ms", "call_ms", "interval", "samples"):
                 setattr(m, name, getattr(again, name))
             m.measured_at, m.cached, m.kept = again.measured_at, False, self._wins(again)
@@ -543,10 +561,11 @@ class Placer:
         if unit.inputs != other.inputs or mine is None or theirs is None or key not in trial_of:
             return m
         margin = self.margin
-        timing = time_pair(
-            mine[1].run, theirs[1].run, list(trial_of[key].args), lambda a, b: 1 - margin
+        args = list(trial_of[key].args)
+        timing = self._undisturbed(
+            lambda: time_pair(mine[1].run, theirs[1].run, args, lambda a, b: 1 - margin)
         )
-        return m if timing.interval[1] < 1 - margin else rival
+        return m if not self._busy(timing) and timing.interval[1] < 1 - margin else rival
 
     def _verdict(self, unit: Partition, key: str, trial: _Trial) -> Measurement:
         """Compile a partition and run it once; a failure (or, measured, a difference from
@@ -578,7 +597,7 @@ class Placer:
             m = Measurement(unit.name, unit.backend, nodes, 0.0, 0.0, True)
         else:
             m = self._cached(timed) or self._time(unit, made[1], trial)  # type: ignore[index]
-            if not m.cached:
+            if not m.cached and not m.disturbed:
                 self.cache.put(timed, m)
         self.options[key] = dict(unit.options)
         m.precision, m.precision_note = precision, note
@@ -728,6 +747,9 @@ class Placer:
         noisy machine is not yet a win (light_densenet121 kept so, then ran 1.03x in its own
         process), and one noisy round no longer throws a 10% win away."""
         m.margin = self.margin
+        if m.disturbed:
+            m.clear = False
+            return False
         if m.interval is None:
             return m.backend_ms <= m.needed_ms()
         lo, hi = m.interval
@@ -797,10 +819,30 @@ class Placer:
         def threshold(_: float, t_ort: float) -> float:
             return max(0.0, 1 - min(call_ms, t_ort) / t_ort) * (1 - margin)
 
-        timing = time_pair(
-            runtime.run, trial.ort, trial.args, threshold, budget=budget, min_pairs=pairs
+        timing = self._undisturbed(
+            lambda: time_pair(
+                runtime.run, trial.ort, trial.args, threshold, budget=budget, min_pairs=pairs
+            )
         )
         return self._judged(unit.name, unit.backend, list(unit.nodes), timing, call_ms)
+
+    def _busy(self, timing: Timing) -> bool:
+        """Whether other processes took more than BUSY of the CPUs while it was timed."""
+        return timing.others is not None and timing.others > BUSY
+
+    def _undisturbed(self, timed: Callable[[], Timing]) -> Timing:
+        """``timed()``, and once more after a pause when other processes took more than BUSY
+        of the CPUs meanwhile (a burst passes). A neighbour slows the two sides unequally:
+        while a torch export ran, oneDNN's OpenMP threads, which share each primitive between
+        them, took 6-13x their time on P1, onnxruntime's pool 1.5x. Once a timing of this
+        compile stayed disturbed the machine is busy, and nothing is timed twice."""
+        timing = timed()
+        if self._busy(timing) and not self.disturbed:
+            time.sleep(PAUSE)
+            timing = timed()
+        if self._busy(timing):
+            self.disturbed += 1
+        return timing
 
     def _judged(
         self, name: str, backend: str, nodes: list[str], timing: Timing, call_ms: float = 0.0
@@ -808,6 +850,7 @@ class Placer:
         m = Measurement(name, backend, nodes, timing.first_ms, timing.second_ms, False)
         m.call_ms = min(call_ms, timing.second_ms)
         m.interval, m.samples, m.measured_at = timing.interval, timing.samples, time.time()
+        m.others, m.disturbed = timing.others, self._busy(timing)
         m.kept = self._wins(m)
         return m
 
@@ -830,20 +873,25 @@ class Placer:
             return cached  # an unclear loss is only a lack of evidence: timed again
         if self.progress is not None:
             self.progress(1, 1, "measuring the whole model")
+        timing = self._undisturbed(lambda: self._against_plain(compiled, feeds, once))
+        m = self._judged("the compiled model", "byoc", nodes, timing)
+        if not m.disturbed:
+            self.cache.put(key, m)
+        return m
+
+    def _against_plain(self, compiled: CompiledModel, feeds: dict[str, Any], once: float) -> Timing:
+        """The compiled model timed against a plain onnxruntime session of the whole model
+        (whose threads stop when it returns)."""
         plain = compile_unit(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
         args = [feeds[n] for n in plain.input_names]
         margin = self.margin
-        timing = time_blocks(
+        return time_blocks(
             lambda _: compiled.run(feeds),
             plain.run,
             args,
             lambda a, b: 1 - margin,
             budget=_whole_budget(once),
         )
-        del plain  # its threads stop with it
-        m = self._judged("the compiled model", "byoc", nodes, timing)
-        self.cache.put(key, m)
-        return m
 
     def _whole_key(self) -> str:
         digest = hashlib.sha256(b"whole")
@@ -879,6 +927,7 @@ class Placer:
         assert whole is not None
         slower = (
             whole.failure
+            or (f"the whole-model check: {whole.busy()}" if whole.disturbed else None)
             or unexplained
             or (
                 f"the compiled model is not faster than plain onnxruntime "
@@ -902,6 +951,7 @@ class Timing:
     second_ms: float
     interval: tuple[float, float]
     samples: int
+    others: float | None = None  # the share of the CPUs other processes took meanwhile
 
 
 def _whole_budget(once: float) -> float:
@@ -932,7 +982,7 @@ def sequential(
     are spent, after at least ``min_samples`` (three when one is more than twice as fast)."""
     a: list[float] = []
     b: list[float] = []
-    start = time.perf_counter()
+    mark, start = host.cpu_mark(), time.perf_counter()
     while True:
         x, y = sample(len(a))
         a.append(x)
@@ -947,7 +997,11 @@ def sequential(
                 break
     ratios = [p / q for p, q in zip(a, b, strict=True)]
     return Timing(
-        statistics.median(a) * 1e3, statistics.median(b) * 1e3, median_interval(ratios), n
+        statistics.median(a) * 1e3,
+        statistics.median(b) * 1e3,
+        median_interval(ratios),
+        n,
+        host.others_since(mark),
     )
 
 

@@ -109,6 +109,8 @@ class Measurement:
     margin: float = 0.0  # the [compile] margin it was judged with
     precision: str = "fp32"  # what it computes in ([compile] precision)
     precision_note: str = ""  # its reduced-precision error, or why it stayed fp32
+    others: float | None = None  # the share of the CPUs other processes took while it was timed
+    disturbed: bool = False  # they took too much for the timing to say anything (not cached)
 
     def needed_ms(self) -> float:
         """The most the backend may take to be kept: onnxruntime's time less the session call
@@ -137,6 +139,8 @@ class Measurement:
         term of the decision; or why it was returned untimed."""
         if self.failure is not None:
             return f"returned to onnxruntime: {self.failure}"
+        if self.disturbed:
+            return f"returned to onnxruntime: {self.busy()}"
         verdict = "kept" if self.kept else "returned to onnxruntime"
         call = f" less its {self.call_ms:.2g} ms session call," if self.call_ms else ""
         terms = (
@@ -148,6 +152,14 @@ class Measurement:
             f"{verdict}: {self.backend_ms:.3g} ms on {self.backend} vs "
             f"{self.onnxruntime_ms:.3g} ms on onnxruntime ({terms}{self.spread()}){note}"
             + (" (cached)" if self.cached else "")
+        )
+
+    def busy(self) -> str:
+        """Why a disturbed timing says nothing, with what it read."""
+        return (
+            f"other processes took {self.others or 0:.0%} of the CPUs while it was timed, so its "
+            f"{self.backend_ms:.3g} ms against {self.onnxruntime_ms:.3g} ms on onnxruntime is "
+            "no evidence (not cached: the next compile times it again)"
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -166,6 +178,8 @@ class Measurement:
             "failure": self.failure,
             "precision": self.precision,
             "precision_note": self.precision_note,
+            "others": self.others,
+            "disturbed": self.disturbed,
         }
 
 
