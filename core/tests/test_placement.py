@@ -541,19 +541,28 @@ def test_a_compiled_model_whose_interval_reaches_onnxruntime_runs_as_onnxruntime
     assert "0.5 ms compiled vs 1 ms plain onnxruntime, ratio in [0.45, 1.04] over 3" in text
 
 
-def test_an_unclear_whole_model_loss_is_timed_again_on_the_next_compile(install, fake_clock):
-    """A noisy check sent the model to onnxruntime for lack of evidence, not for a loss:
-    the next compile times it again (whisper-enc: a check on a busy machine, [0.78, 1.88],
-    kept a 0.76 model on onnxruntime), and a clear verdict is then cached for good."""
+def test_an_unclear_whole_model_loss_gets_the_same_verdict_on_the_next_compile(
+    install, fake_clock, monkeypatch
+):
+    """A check within the noise on a quiet machine sends the model to onnxruntime, the path
+    that cannot be slow, and the next compile says the same: the verdict is cached as unclear
+    (timing it again flipped bert-enc between kept and onnxruntime, [0.94, 1.05] then [0.92,
+    0.98], on an AVX2 EPYC), and timed again after remeasure_after days or with remeasure.
+    A busy machine's check is not cached (the disturbance test)."""
     install(Plugin("quick", 5, fake_ms=0.5))
     config = {"backends": ["quick"], **MEASURED}
     fake_clock["interval"] = (0.45, 1.04)
     with pytest.warns(UserWarning, match="unclear"):
         assert backends_of(byoc.compile(model(), config)) == ["onnxruntime"]
-    fake_clock["interval"] = None  # quiet now: 0.5, clearly
-    again = byoc.compile(model(), config)
-    assert backends_of(again) == ["quick", "onnxruntime"]
-    assert not again.plan.placement.whole.cached
+    fake_clock["interval"] = None  # 0.5, clearly, if it were timed
+    with pytest.warns(UserWarning, match="unclear"):
+        again = byoc.compile(model(), config)
+    assert backends_of(again) == ["onnxruntime"] and again.plan.placement.whole.cached
+    later = time.time() + 8 * 86400
+    monkeypatch.setattr(placement.time, "time", lambda: later)
+    old = byoc.compile(model(), config)  # a week later: timed again, clearly kept
+    assert backends_of(old) == ["quick", "onnxruntime"]
+    assert not old.plan.placement.whole.cached
     fake_clock["interval"] = (0.45, 1.04)  # never asked: the clear verdict is cached
     assert byoc.compile(model(), config).plan.placement.whole.cached
 

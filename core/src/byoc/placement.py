@@ -869,8 +869,8 @@ class Placer:
             return Measurement("the compiled model", "byoc", nodes, 0, 0, False, failure=failure)
         key = self._whole_key()
         cached = self._cached(key)
-        if cached is not None and (cached.clear or cached.kept):
-            return cached  # an unclear loss is only a lack of evidence: timed again
+        if cached is not None:  # an unclear one only until remeasure_after days (_cached)
+            return cached
         if self.progress is not None:
             self.progress(1, 1, "measuring the whole model")
         timing = self._undisturbed(lambda: self._against_plain(compiled, feeds, once))
