@@ -10,6 +10,7 @@ import sys
 import byoc
 import onnx
 import pytest
+from byoc import host
 from byoc.bench import bench
 from byoc.progress import TerminalProgress
 from byoc.testing.build import make_model, node
@@ -94,6 +95,15 @@ def test_bench_api_counts_every_run():
         mp.setattr(type(compiled), "profile", lambda self, x: calls.append(1) or real(self, x))
         assert bench(model(), CFG, runs=7, warmup=0, block=3, gap=0).runs == 7
     assert len(calls) == 7
+
+
+def test_bench_says_when_other_processes_took_the_cpus(monkeypatch):
+    monkeypatch.setattr(host, "others_since", lambda mark: 0.5)
+    report = bench(model(), CFG, runs=2, warmup=0, gap=0)
+    assert report.others == 0.5 and report.to_json()["others"] == 0.5
+    assert "other processes took 50% of the CPUs meanwhile" in report.table()
+    monkeypatch.setattr(host, "others_since", lambda mark: 0.01)
+    assert "other processes" not in bench(model(), CFG, runs=2, warmup=0, gap=0).table()
 
 
 def test_compile_reports_progress_per_unit():

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from byoc import host
 from byoc.compare import with_reference
 from byoc.config import load_config
 from byoc.context import ConfigLike
@@ -70,6 +71,7 @@ class BenchReport:
     onnxruntime: Stats
     steps: list[StepTiming]
     overhead: Stats  # byoc's total minus the sum of its steps: the executor's own time
+    others: float | None = None  # the share of the CPUs other processes took meanwhile
 
     @property
     def ratio(self) -> float:
@@ -94,6 +96,7 @@ class BenchReport:
                 for s in self.steps
             ],
             "overhead": self.overhead.to_json(),
+            "others": self.others,
         }
 
     def table(self) -> str:
@@ -104,6 +107,11 @@ class BenchReport:
             f"byoc / onnxruntime = {self.ratio:.2f}x (median of {self.runs} runs in alternating "
             f"blocks, after {self.warmup} warm-up)"
         )
+        if self.others is not None and self.others > host.BUSY:
+            lines.append(
+                f"other processes took {self.others:.0%} of the CPUs meanwhile: they slow the "
+                "two sides unequally, so run it again on a quieter machine"
+            )
         rows = [("unit", "backend", "nodes", "median", "p10", "p90", "share")]
         for s in self.steps:
             share = s.stats.median / self.byoc.median if self.byoc.median else 0.0
@@ -159,6 +167,7 @@ def bench(
     totals: list[float] = []
     reference: list[float] = []
     per_step: list[list[float]] = [[] for _ in compiled.steps]
+    mark = host.cpu_mark()
     for b in range(-(-runs // block)):
         count = min(block, runs - b * block)
         for which in ("byoc", "ort") if b % 2 == 0 else ("ort", "byoc"):
@@ -182,8 +191,9 @@ def bench(
         for s, t in zip(compiled.steps, per_step, strict=True)
     ]
     overhead = [total - sum(t[i] for t in per_step) for i, total in enumerate(totals)]
+    others = host.others_since(mark)
     return BenchReport(
-        runs, warmup, Stats.of(totals), Stats.of(reference), steps, Stats.of(overhead)
+        runs, warmup, Stats.of(totals), Stats.of(reference), steps, Stats.of(overhead), others
     )
 
 

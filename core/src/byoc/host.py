@@ -70,6 +70,7 @@ def cache_root() -> Path:
     return Path(platformdirs.user_cache_dir("byoc"))
 
 
+BUSY = 0.125  # the share of the CPUs other processes may take while byoc times something
 _readings: deque[tuple[float, float, float]] = deque(maxlen=64)  # (monotonic, busy, own) seconds
 
 

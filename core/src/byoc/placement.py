@@ -11,8 +11,8 @@ asks ``Placer.verify`` whether the built model stays. For the plan it is given, 
 3. (``[compile] placement = "measured"``, the default) times each remaining partition against
    an onnxruntime session of the same partition model, interleaved after a warm-up, medians,
    with the fallback's thread settings and spinning off (how a multi-unit plan runs); a
-   timing while other processes took more than BUSY of the CPUs is taken once more after a
-   pause, and if still disturbed is no evidence: the partition goes back, uncached;
+   timing while other processes took more than ``host.BUSY`` of the CPUs is taken again
+   after a pause, and if still disturbed is no evidence: the partition goes back, uncached;
 4. vetoes, for that backend, the nodes of every partition that fails or does not win by
    ``[compile] margin`` and partitions again (another backend may claim them; the leftover
    graph is re-cut into as few onnxruntime sessions as acyclicity allows), until every
@@ -72,7 +72,6 @@ Runner = Callable[[list[Any]], Any]
 CACHE_VERSION = 6  # 6: timings other processes disturbed are not cached (Measurement.others)
 SEARCH_RULES = 3  # how the search decides (3: shared bases, near ties end to end)
 WHOLE_BUDGET = (4.0, 15.0)  # seconds for the whole-model check: room for ~12 rounds, within these
-BUSY = 0.125  # the share of the CPUs other processes may take while something is timed
 PAUSE = 0.5  # seconds to let a burst of theirs pass before timing once more
 
 
@@ -827,15 +826,15 @@ class Placer:
         return self._judged(unit.name, unit.backend, list(unit.nodes), timing, call_ms)
 
     def _busy(self, timing: Timing) -> bool:
-        """Whether other processes took more than BUSY of the CPUs while it was timed."""
-        return timing.others is not None and timing.others > BUSY
+        """Whether other processes took more than ``host.BUSY`` of the CPUs while timed."""
+        return timing.others is not None and timing.others > host.BUSY
 
     def _undisturbed(self, timed: Callable[[], Timing]) -> Timing:
-        """``timed()``, and once more after a pause when other processes took more than BUSY
-        of the CPUs meanwhile (a burst passes). A neighbour slows the two sides unequally:
-        while a torch export ran, oneDNN's OpenMP threads, which share each primitive between
-        them, took 6-13x their time on P1, onnxruntime's pool 1.5x. Once a timing of this
-        compile stayed disturbed the machine is busy, and nothing is timed twice."""
+        """``timed()``, and once more after a pause when other processes took more than
+        ``host.BUSY`` of the CPUs meanwhile (a burst passes). A neighbour slows the two sides
+        unequally: while a torch export ran, oneDNN's OpenMP threads, which share each
+        primitive between them, took 6-13x their time on P1, onnxruntime's pool 1.5x. Once a
+        timing of this compile stayed disturbed the machine is busy: nothing is timed twice."""
         timing = timed()
         if self._busy(timing) and not self.disturbed:
             time.sleep(PAUSE)
