@@ -34,9 +34,11 @@ side by side in short blocks cancels the slow drift of this shared machine, whic
 separate runs by 10-50%. A pair's ratio is the byoc block's median run over the onnxruntime
 block's; a cell is the median of its pair ratios: < 1 means byoc is faster; cells above 1.02
 are marked ``>``, and ``>!`` when byoc lost consistently (the lower quartile of the pair ratios
-is above 1: not noise). Failures (compile errors, unavailable backends) become error cells; the
-run goes on. Per-cell details go to stderr as the run proceeds; the machine, the table and the
-summary to stdout.
+is above 1: not noise); ``~`` marks a cell during which other processes took more than an
+eighth of the CPUs (``host.others_since``: Linux's ``/proc/stat`` less this process and its
+reaped children), whose ratio is no evidence. Failures (compile errors, unavailable backends)
+become error cells; the run goes on. Per-cell details go to stderr as the run proceeds; the
+machine, the table and the summary to stdout.
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from byoc import host
 from machine import machine, print_machine
 from roofline import achieved, count_flops, peak
 from zoo_models import swept, zoo
@@ -264,6 +267,7 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
         cell.update(ov_ms=[], ov_pair_ratios=[])
     for _ in range(args.rounds):
         children: dict[str, Child] = {}
+        mark = host.cpu_mark()  # the children's time is this process's once they are reaped
         try:
             ready = {}
             for engine in engines:  # one at a time: a compile measures on both cores
@@ -298,6 +302,7 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
         finally:
             for c in children.values():
                 c.close()
+            cell.setdefault("others", []).append(host.others_since(mark))
     cell["ratio"] = statistics.median(cell["pair_ratios"])
     if cell.get("ov_pair_ratios"):
         cell["ov_ratio"] = statistics.median(cell["ov_pair_ratios"])
@@ -327,6 +332,12 @@ def describe(cell: dict[str, Any]) -> str:
             else ""
         )
         + (f"; plain openvino failed: {cell['ov_error']}" if cell.get("ov_error") else "")
+        + (
+            f"; other processes took {max(o for o in cell['others'] if o is not None):.0%} of "
+            "the CPUs"
+            if _disturbed(cell)
+            else ""
+        )
         + (
             f"; {cell['gflop']:.3f} GFLOP: onnxruntime {cell['ort_gflops']:.1f} GFLOP/s "
             f"({cell['ort_peak']:.0%} of peak), byoc {cell['byoc_gflops']:.1f} GFLOP/s "
@@ -385,6 +396,7 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
             else:
                 mark = (">!" if _consistent(cell) else " >") if cell["ratio"] > MARK else "  "
                 text = f"{cell['ratio']:.2f}" + ("=" if _plain(cell) else " ") + mark
+                text += "~" if _disturbed(cell) else " "
             row.append(f"{text:>11}")
         lines.append(f"{m:{width}}  " + "  ".join(row))
     ok = [c for c in cells if "ratio" in c]
@@ -392,7 +404,9 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
         "(cells: byoc / onnxruntime, the median of a cell's pair ratios; "
         f"'>' marks > {MARK}, '>!' a consistent loss (lower quartile of the pair ratios above "
         "1); '=': byoc ran the model as one onnxruntime session, the same work as the "
-        "baseline; 'ort +-': half the "
+        "baseline; '~': other processes took more than "
+        f"{host.BUSY:.1%} of the CPUs in a round of the cell, so its ratio is no evidence; "
+        "'ort +-': half the "
         "range of the onnxruntime medians of the row, the noise floor"
         + (
             "; 'ov': plain OpenVINO / onnxruntime, the median over the row's cells)"
@@ -420,6 +434,8 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
             f"{worst['model']}/{worst['config']}, {len(above)} above {MARK}, "
             f"{sum(map(_consistent, above))} of them consistently"
         )
+    if disturbed := [c for c in ok if _disturbed(c)]:
+        lines.append(f"{len(disturbed)} cells disturbed by other processes ('~')")
     if notes:
         lines.append(f"{len(notes)} error cells")
     if not ok:
@@ -431,6 +447,11 @@ def _consistent(cell: dict[str, Any]) -> bool:
     """byoc was slower in at least three quarters of the cell's pairs."""
     pairs = cell.get("pair_ratios", [])
     return len(pairs) >= 4 and statistics.quantiles(pairs, n=4)[0] > 1.0
+
+
+def _disturbed(cell: dict[str, Any]) -> bool:
+    """Other processes took more than ``host.BUSY`` of the CPUs in a round of the cell."""
+    return any(o is not None and o > host.BUSY for o in cell.get("others", []))
 
 
 def _plain(cell: dict[str, Any]) -> bool:
