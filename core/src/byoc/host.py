@@ -85,9 +85,9 @@ def _cpu_seconds() -> tuple[float, float, int] | None:
         with open("/proc/stat") as fh:
             for line in fh:
                 name, *fields = line.split()
-                if not name.startswith("cpu") or name == "cpu":
-                    continue
-                if mine is None or int(name[3:]) in mine:
+                if not name.startswith("cpu"):
+                    break  # the CPUs' lines come first
+                if name != "cpu" and (mine is None or int(name[3:]) in mine):
                     user, nice, system, _, _, irq, softirq, steal = map(int, fields[:8])
                     busy, cpus = busy + user + nice + system + irq + softirq + steal, cpus + 1
     except (OSError, ValueError):

@@ -24,8 +24,9 @@ asks ``Placer.verify`` whether the built model stays. For the plan it is given, 
    margin the other candidates' nodes are vetoed for their backends and step 4 runs again;
 5. (``verify``) runs the built model once and times it against plain onnxruntime on the whole
    model; if it fails or still loses, or its partitions cannot explain its win (together
-   they save less than the margin of plain onnxruntime's time), warns in one line and (``[compile]
-   whole_model_fallback``) gives the plan that runs the model as one onnxruntime session.
+   they save less than the margin of plain onnxruntime's time), or other processes disturbed
+   the check, warns in one line and (``[compile] whole_model_fallback``) gives the plan that
+   runs the model as one onnxruntime session.
 
 When nothing can be run (no inputs, or onnxruntime fails on them), measured placement sends
 every partition to onnxruntime, with one line saying why. Every verdict lands in
