@@ -4,9 +4,11 @@ anew, as from an empty cache), in one process, with every installed backend (or 
 
     .venv/bin/python bench/repeat.py --models P1,P2,mobilenetv3-ts [--times 2] [--config dnnl]
 
-Per compile: the seconds it took, the backend partitions of the plan (backend and node count)
-and the whole-model check (kept or not, its interval and rounds); then whether the plans agree,
-and at the end how many models agree. Models and configs are bench/zoo.py's.
+Per compile: the seconds it took, the backend partitions of the plan (backend and node count),
+the whole-model check (kept or not, its interval and rounds) and the most of the CPUs other
+processes took during one of its timings (``~``: one was disturbed, its partition returned);
+then whether the plans agree, and at the end how many models agree. Models and configs are
+bench/zoo.py's.
 """
 
 from __future__ import annotations
@@ -30,6 +32,20 @@ def plan_of(compiled: byoc.CompiledModel) -> tuple[tuple[str, int], ...]:
             if p.backend != "onnxruntime"
         )
     )
+
+
+def others_of(compiled: byoc.CompiledModel) -> str:
+    """``; others took up to 3% of the CPUs`` over the compile's timings (``~`` when one was
+    disturbed: its verdict was not cached), or nothing without a reading."""
+    placement = compiled.plan.placement
+    if placement is None:
+        return ""
+    ms = [*placement.measurements, *([placement.whole] if placement.whole else [])]
+    shares = [m.others for m in ms if m.others is not None]
+    if not shares:
+        return ""
+    mark = " ~" if any(m.disturbed for m in ms) else ""
+    return f"; others took up to {max(shares):.0%} of the CPUs{mark}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -61,7 +77,10 @@ def main(argv: list[str] | None = None) -> int:
                 verdict = "kept" if whole.kept else "onnxruntime"
                 check = f"{verdict} [{lo:.2f}, {hi:.2f}] over {whole.samples}"
             seconds = time.perf_counter() - start
-            print(f"{name} #{k + 1}: {seconds:.1f} s, {list(plans[-1])}, whole model {check}")
+            print(
+                f"{name} #{k + 1}: {seconds:.1f} s, {list(plans[-1])}, whole model {check}"
+                f"{others_of(compiled)}"
+            )
         same = all(p == plans[0] for p in plans)
         agree += same
         print(f"{name}: {'same plan' if same else 'DIFFERENT plans'}", flush=True)
