@@ -114,8 +114,9 @@ def others_since(mark: float, window: float = 0.25) -> float | None:
     if now is None or now[2] == 0:
         return None
     end = time.monotonic()
-    older = [r for r in _readings if r[0] <= min(mark, end - window) and end - r[0] < 8 * window]
-    start = older[-1] if older else next((r for r in _readings if r[0] >= mark), None)
+    readings = _readings.copy()  # atomic: another thread's compile may append meanwhile
+    older = [r for r in readings if r[0] <= min(mark, end - window) and end - r[0] < 8 * window]
+    start = older[-1] if older else next((r for r in readings if r[0] >= mark), None)
     if start is None:
         return None
     if end - start[0] < window:
