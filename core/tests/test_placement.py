@@ -638,6 +638,7 @@ def test_a_whole_model_check_other_processes_disturbed_is_not_trusted(install, f
         compiled = byoc.compile(model(), config)
     assert backends_of(compiled) == ["onnxruntime"]
     assert compiled.plan.placement.whole.disturbed
+    assert "plain onnxruntime (other processes took 50% of the CPUs)" in explain_text(compiled.plan)
     again = byoc.compile(model(), config)  # the partition's verdict cached, the check not
     assert backends_of(again) == ["quick", "onnxruntime"]
     assert [m.cached for m in again.plan.placement.measurements] == [True]

@@ -302,6 +302,8 @@ class Plan:
             lines.append(f"  {m.partition} ({self.work(m.nodes)} nodes): {m.summary()}")
         if p.whole is not None:
             verdict = "byoc kept" if p.whole.kept else "runs as plain onnxruntime"
+            if p.whole.disturbed:
+                verdict += f" (other processes took {p.whole.others or 0:.0%} of the CPUs)"
             lines.append(
                 f"  whole model: {p.whole.backend_ms:.3g} ms compiled vs "
                 f"{p.whole.onnxruntime_ms:.3g} ms plain onnxruntime{p.whole.spread()}: {verdict}"
