@@ -255,6 +255,23 @@ def test_a_second_compile_reuses_the_search(install, fake_clock, monkeypatch):
     assert searched == [1, 1]
 
 
+def test_a_search_other_processes_disturbed_is_not_cached(install, fake_clock, monkeypatch):
+    """The candidate that would win is timed while other processes take the CPUs: the
+    priority plan stays, and the next compile, quiet, searches again and takes it."""
+    install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
+    config = {"backends": ["first", "second"], **MEASURED}
+    searched = []
+    anew = placement.Placer._search_anew
+    monkeypatch.setattr(placement.Placer, "_search_anew", lambda *a: searched.append(1) or anew(*a))
+    fake_clock["others"] = [0.0, 0.6, 0.6]  # first_0; then second_0, twice
+    with pytest.warns(UserWarning, match="other processes took up to 60% of the CPUs"):
+        busy = byoc.compile(model(), config)
+    assert backends_of(busy) == ["first", "onnxruntime"]
+    quiet = byoc.compile(model(), config)
+    assert searched == [1, 1]
+    assert backends_of(quiet) == ["second", "onnxruntime"]
+
+
 def test_a_region_the_search_chose_is_closed_to_every_other_backend(install, fake_clock):
     """A backend with no winning candidate there (third: too slow) does not claim part of the
     chosen region again: its nodes carry the search's reason for every other backend."""
