@@ -512,6 +512,33 @@ def test_a_newcomer_for_the_same_region_must_win_head_to_head(install, fake_cloc
     assert backends_of(byoc.compile(model(), config)) == ["first", "onnxruntime"]
 
 
+def test_a_head_to_head_other_processes_disturbed_keeps_the_priority_plan(install, fake_clock):
+    """second would win head to head (0.4 against 0.5), but that timing was disturbed twice."""
+    install(Plugin("first", 9, fake_ms=0.5), Plugin("second", 1, fake_ms=0.4))
+    config = {"backends": ["first", "second"], **MEASURED}
+    fake_clock["others"] = [0.0, 0.0, 0.6, 0.6]  # first_0, second_0, then head to head twice
+    assert backends_of(byoc.compile(model(), config)) == ["first", "onnxruntime"]
+    assert fake_clock["others"] == []
+
+
+def test_an_end_to_end_race_other_processes_disturbed_keeps_the_priority_plan(
+    install, fake_clock, monkeypatch
+):
+    first = Pieces("first", 9, ["Neg"], {1: 0.5}, spread={1: (0.45, 0.55)})
+    second = Pieces("second", 1, ["Neg", "Relu"], {2: 0.4}, spread={2: (0.25, 0.6)})
+    install(first, second)
+    fake_clock["plans"] = (0.85, 0.9)  # the search's plan clearly faster, but disturbed
+    blocks = placement.time_blocks
+
+    def disturbed(first, second, args, *a, **k):
+        timing = blocks(first, second, args, *a, **k)
+        return timing if args else dataclasses.replace(timing, others=0.6)
+
+    monkeypatch.setattr(placement, "time_blocks", disturbed)
+    compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
+    assert backends_of(compiled) == ["first", "onnxruntime"]
+
+
 def test_search_keeps_the_priority_plan_when_it_is_as_good(install, fake_clock):
     install(Plugin("first", 9, fake_ms=0.5), Plugin("second", 1, fake_ms=0.495))
     compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
