@@ -451,7 +451,7 @@ def _consistent(cell: dict[str, Any]) -> bool:
 
 def _disturbed(cell: dict[str, Any]) -> bool:
     """Other processes took more than ``host.BUSY`` of the CPUs in a round of the cell."""
-    return any(o is not None and o > host.BUSY for o in cell.get("others", []))
+    return any(map(host.busy, cell.get("others", [])))
 
 
 def _plain(cell: dict[str, Any]) -> bool:

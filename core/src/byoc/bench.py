@@ -107,7 +107,7 @@ class BenchReport:
             f"byoc / onnxruntime = {self.ratio:.2f}x (median of {self.runs} runs in alternating "
             f"blocks, after {self.warmup} warm-up)"
         )
-        if self.others is not None and self.others > host.BUSY:
+        if host.busy(self.others):
             lines.append(
                 f"other processes took {self.others:.0%} of the CPUs meanwhile: they slow the "
                 "two sides unequally, so run it again on a quieter machine"

@@ -96,6 +96,11 @@ def _cpu_seconds() -> tuple[float, float, int] | None:
     return busy / os.sysconf("SC_CLK_TCK"), t[0] + t[1] + t[2] + t[3], cpus
 
 
+def busy(others: float | None) -> bool:
+    """Whether other processes took more than ``BUSY`` of the CPUs (``others_since``)."""
+    return others is not None and others > BUSY
+
+
 def cpu_mark() -> float:
     """Note how busy the CPUs are now: the start of a span ``others_since`` measures."""
     now = time.monotonic()

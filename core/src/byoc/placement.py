@@ -828,7 +828,7 @@ class Placer:
 
     def _busy(self, timing: Timing) -> bool:
         """Whether other processes took more than ``host.BUSY`` of the CPUs while timed."""
-        return timing.others is not None and timing.others > host.BUSY
+        return host.busy(timing.others)
 
     def _undisturbed(self, timed: Callable[[], Timing]) -> Timing:
         """``timed()``, and once more after a pause when other processes took more than
