@@ -5,10 +5,11 @@
     python bench/sweep_models.py crnn unet       # only these (base names)
     make sweep-models                            # the same as the first line
 
-Thirty-one models that bench/exported_models.py does not have (transformer encoders,
-detectors, segmenters, recurrent nets, audio and image-to-image nets, and one net of odd
-conv/pool settings), built as that script builds its own: from a config in code (no weights
-downloaded), ``torch.manual_seed(0)``, BatchNorm statistics from two random batches, eval mode,
+Thirty-four models that bench/exported_models.py does not have (transformer encoders,
+a Llama-style decoder and an encoder-decoder, detectors, segmenters, a 3-D conv video net,
+recurrent nets, audio and image-to-image nets, and one net of odd conv/pool settings), built
+as that script builds its own: from a config in code (no weights downloaded),
+``torch.manual_seed(0)``, BatchNorm statistics from two random batches, eval mode,
 batch 1, fixed shapes; text models take ``SEQ`` tokens of a ``VOCAB``-word vocabulary, the last
 6 of them padding. Each model is exported in the variants its ``Spec`` lists (outputs
 ``out0``, ``out1``, ...), named ``<base>-<variant>``:
@@ -270,6 +271,41 @@ def build_deberta() -> Any:
     return _text(DebertaV2Model(config))
 
 
+@recipe(
+    "llama",
+    "Llama-style decoder: 2 layers, hidden 256, 4 heads over 2 KV heads (grouped-query), "
+    "rotary positions, RMSNorm, SiLU-gated MLP",
+    TOKENS,
+    "ts dynamo dynamo-int8dyn",
+)
+def build_llama() -> Any:
+    from transformers import LlamaConfig, LlamaModel
+
+    config = LlamaConfig(
+        vocab_size=VOCAB, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=2 * SEQ,
+    )  # fmt: skip
+    return _text(LlamaModel(config))
+
+
+@recipe(
+    "bart",
+    "BART encoder-decoder: 2+2 layers, d_model 256, 4 heads, causal and cross attention",
+    {**TOKENS, "decoder_input_ids": ([1, SEQ], "int64")},
+    "ts dynamo",
+)
+def build_bart() -> Any:
+    from transformers import BartConfig, BartModel
+
+    config = BartConfig(
+        vocab_size=VOCAB, d_model=256, encoder_layers=2, decoder_layers=2,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=512,
+        decoder_ffn_dim=512, max_position_embeddings=2 * SEQ,
+    )  # fmt: skip
+    inputs = ["input_ids", "attention_mask", "decoder_input_ids"]
+    return _fields(BartModel(config), inputs, ["last_hidden_state"])
+
+
 # --- vision transformers, detectors, segmenters ---------------------------------------------
 
 
@@ -483,6 +519,18 @@ def build_misccnn() -> Any:
             return nn.functional.gelu(self.fc(x), approximate="tanh")
 
     return Misc()
+
+
+@recipe(
+    "r3d",
+    "torchvision r3d_18 video classifier: 3-D convolutions over 8 frames of 64x64",
+    {"video": ([1, 3, 8, 64, 64], "float32")},
+    "ts dynamo ts-qdq",
+)
+def build_r3d() -> Any:
+    from torchvision.models.video import r3d_18
+
+    return r3d_18(weights=None, num_classes=10)
 
 
 # --- audio, sequences, image to image -------------------------------------------------------
