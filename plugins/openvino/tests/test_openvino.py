@@ -653,3 +653,19 @@ def test_availability_and_build(monkeypatch: Any) -> None:
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino fails
     reason = plugin._available()
     assert reason is not None and reason.startswith("openvino cannot be imported")
+
+
+def test_int64_arrays_of_either_numpy_type_number() -> None:
+    """numpy has two int64 types (long and longlong: onnxruntime returns the second); OpenVINO
+    takes only the first, so the other is viewed as it, not refused (an OpenVINO partition
+    fed by an onnxruntime segment's Shape failed to run)."""
+    model = make_model(
+        [node("Add", ["i", "one"], "a"), node("Cast", ["a"], "f", to=1), node("Relu", ["f"], "y")],
+        {"i": (np.int64, [2, 3])},
+        ["y"],
+        constants={"one": np.array(1, np.int64)},
+    )
+    ids = np.arange(-3, 3, dtype=np.longlong).reshape(2, 3)
+    assert ids.dtype.num != np.dtype(np.int64).num  # the other type number
+    report = assert_matches_onnxruntime(model, config(), {"i": ids})
+    assert [p.backend for p in report.plan.partitions] == ["openvino"]

@@ -196,6 +196,8 @@ class Runtime:
                         f"{self.symbol}: input '{want.name}' holds indices outside [-{size}, "
                         f"{size}) of Gather '{node}' (from {value.min()} to {value.max()})"
                     )
+            if value.dtype.num != dtype.num:  # numpy's other int64 (onnxruntime's outputs)
+                value = value.view(dtype)  # OpenVINO knows only one of the two
             flags = value.flags
             if not (flags.c_contiguous and flags.aligned and flags.writeable):
                 value = np.array(value, order="C")  # OpenVINO shares only such arrays
