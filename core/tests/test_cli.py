@@ -130,6 +130,32 @@ def test_compare_says_which_dim_to_fix(tmp_path):
     assert byoc_cli("compare", tmp_path / "dyn.onnx", "-c", tmp_path / "byoc.toml").returncode == 0
 
 
+def test_inputs_not_given_are_random_with_the_given_ones_dims(tmp_path):
+    """--input for some inputs: the others are random, their symbolic dims (a batch, a sequence)
+    as the given inputs have them."""
+    model = make_model(
+        [node("Mul", ["ids", "mask"], "m"), node("Relu", ["m"], "y")],
+        {"ids": ["batch", "seq"], "mask": ["batch", "seq"]},
+        ["y"],
+    )
+    onnx.save(model, tmp_path / "dyn.onnx")
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text(
+        'backends = ["examplejson"]\n[backend.examplejson]\nops = ["Mul", "Relu"]\n'
+        '[compile]\nplacement = "static"\n'
+    )
+    ids = np.arange(-6, 6, dtype=np.float32).reshape(2, 6)
+    np.save(tmp_path / "ids.npy", ids)
+    given = ["--input", f"ids={tmp_path / 'ids.npy'}"]
+    done = byoc_cli("compare", tmp_path / "dyn.onnx", "-c", cfg, "--json", *given)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["outputs"][0]["shape"] == [2, 6] and report["ran"] == {"examplejson": 2}
+    done = byoc_cli("run", tmp_path / "dyn.onnx", "-c", cfg, *given, "-o", tmp_path / "out")
+    assert done.returncode == 0, done.stderr
+    assert np.load(tmp_path / "out" / "y.npy").shape == (2, 6)
+
+
 def test_backends_json_lists_examplejson_and_the_fallback():
     done = byoc_cli("backends", "--json")
     assert done.returncode == 0, done.stderr

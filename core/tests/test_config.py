@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import byoc
+import numpy as np
 import pytest
 from byoc.testing.build import make_model, node
 
@@ -120,3 +121,23 @@ def test_compare_inputs_fix_named_inputs_and_name_unknown_ones():
     assert byoc.compare(MODEL, config).passed
     with pytest.raises(byoc.InputError, match="names 'z', but the model's inputs are 'x', 'y'"):
         byoc.compare(MODEL, {"compare": {"inputs": {"z": 1}}})
+
+
+def test_inputs_not_given_take_the_given_ones_symbolic_dims():
+    """Inputs given in part: the partitions are checked on them and random ones for the rest,
+    whose symbolic dims are the given inputs' (no [shapes] needed)."""
+    model = make_model(
+        [node("Mul", ["ids", "mask"], "m"), node("Relu", ["m"], "y")],
+        {"ids": ["batch", "seq"], "mask": ["batch", "seq"]},
+        ["y"],
+    )
+    config = {"backends": ["examplejson"], "backend": {"examplejson": {"ops": ["Mul", "Relu"]}}}
+    ids = np.arange(-6, 6, dtype=np.float32).reshape(2, 6)
+    unchecked = byoc.compile(model, config).plan.placement.note
+    assert "partitions kept unchecked: no inputs to run the partitions on" in unchecked
+    checked = byoc.compile(model, config, inputs={"ids": ids}).plan.placement.note
+    assert checked == ""
+    report = byoc.compare(model, config, {"ids": ids})
+    assert report.passed and report.outputs[0].shape == (2, 6)
+    made = byoc.random_inputs(model, given={"ids": ids})
+    assert made["ids"] is ids and made["mask"].shape == (2, 6)

@@ -205,17 +205,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if is_artifact(args.model):  # a .byoc file (a zip), whatever its name
         compiled = byoc.load(args.model, config=cfg, trust_native=args.trust_native)
     else:
-        with _progress(args) as progress:
-            compiled = byoc.compile(args.model, cfg, progress=progress)
-    if inputs is None:
-        signature = compiled.plan.model if compiled.plan is not None else compiled.inputs
-        inputs = byoc.random_inputs(
-            signature,
-            cfg.shapes,
-            cfg.compare["seed"],
-            cfg.compare["inputs"],
-            compiled.input_ranges,
-        )
+        with _progress(args) as progress:  # measured on the inputs given, if any
+            compiled = byoc.compile(args.model, cfg, inputs=inputs, progress=progress)
+    signature = compiled.plan.model if compiled.plan is not None else compiled.inputs
+    inputs = byoc.random_inputs(  # those not given
+        signature,
+        cfg.shapes,
+        cfg.compare["seed"],
+        cfg.compare["inputs"],
+        compiled.input_ranges,
+        given=inputs,
+    )
     outputs = compiled.run(inputs)
     if args.output:
         os.makedirs(args.output, exist_ok=True)

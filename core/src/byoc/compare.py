@@ -136,16 +136,16 @@ def with_reference(
 ) -> tuple[Config, CompiledModel, dict[str, np.ndarray], ort.InferenceSession]:
     """Compile ``model`` and open plain onnxruntime on the model as read (the reference).
 
-    Inputs are random (``[shapes]``, ``[compare] seed`` and ``inputs``) unless given.
+    Inputs not given are random (``[shapes]``, ``[compare] seed`` and ``inputs``; their
+    symbolic dims as the given inputs have them).
     """
     cfg = load_config(config)
     compiled = compile(model, cfg, inputs=inputs, progress=progress, registry=registry)
     plan = compiled.plan
     assert plan is not None
-    if inputs is None:
-        inputs = random_inputs(
-            Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"]
-        )
+    inputs = random_inputs(  # those not given
+        Graph(plan.model), cfg.shapes, cfg.compare["seed"], cfg.compare["inputs"], given=inputs
+    )
     source = plan.source if plan.source is not None else plan.model
     try:
         reference = ort.InferenceSession(

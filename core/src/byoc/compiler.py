@@ -35,8 +35,8 @@ def compile(
 ) -> CompiledModel:
     """Partition a model, generate code for every partition and make it runnable.
 
-    Every backend partition is run once on ``inputs`` (``random_inputs`` if not given: valid
-    by construction where the graph says what an input is); one that fails goes back to
+    Every backend partition is run once on ``inputs`` (``random_inputs`` for those not given:
+    valid by construction where the graph says what an input is); one that fails goes back to
     onnxruntime. With measured placement (the default) so does one whose outputs differ from
     onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime.
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled

@@ -20,9 +20,13 @@ def random_inputs(
     seed: int = 0,
     fixed: Mapping[str, Any] | None = None,
     ranges: Mapping[str, tuple[int, int]] | None = None,
+    given: Mapping[str, Any] | None = None,
 ) -> dict[str, np.ndarray]:
     """Random arrays for a model's inputs (a Graph, a ModelProto, a path, or a signature
-    ``{name: TensorType}`` such as ``CompiledModel.inputs``).
+    ``{name: TensorType}`` such as ``CompiledModel.inputs``), but for those ``given``: the
+    caller's arrays, kept as they are (``check_inputs`` checks them). A symbolic dim of a random
+    input takes the size a given input has at a dim of the same name (``input_ids`` of shape
+    [2, 48] makes ``attention_mask`` [batch, sequence] [2, 48]).
 
     Floats are standard normal, booleans fair coins. Integers are uniform in [0, 10), but
     valid by construction where the graph says what they are (``value_ranges``): an index
@@ -45,18 +49,23 @@ def random_inputs(
         )
     if ranges is None:
         ranges = value_ranges(graph) if not isinstance(model, Mapping) else {}
+    given = given or {}
+    sizes = _symbol_sizes(types, given)
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
     for name, tt in types.items():
+        if name in given:
+            out[name] = given[name]
+            continue
         if tt is None or tt.dtype is None or tt.shape is None:
             raise InputError(f"input '{name}' has no known type and shape; give it with --input")
-        given = list((shapes or {}).get(name, tt.shape))
+        shape = [sizes.get(d, d) for d in (shapes or {}).get(name, tt.shape)]
         dims: list[int] = []
-        for i, d in enumerate(given):
+        for i, d in enumerate(shape):
             if isinstance(d, int):
                 dims.append(d)
             else:
-                example = [x if isinstance(x, int) else 1 for x in given]
+                example = [x if isinstance(x, int) else 1 for x in shape]
                 raise InputError(
                     f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
                     f"config's [shapes] table, e.g. {name} = {example}"
@@ -84,6 +93,21 @@ def random_inputs(
         else:
             raise InputError(f"input '{name}' has dtype {tt.dtype}; give it with --input")
     return out
+
+
+def _symbol_sizes(
+    types: Mapping[str, TensorType | None], given: Mapping[str, Any]
+) -> dict[Any, int]:
+    """Symbolic dim name -> the size the first given input of matching rank has there."""
+    sizes: dict[Any, int] = {}
+    for name, value in given.items():
+        tt = types.get(name)
+        shape = np.shape(value)
+        if tt is not None and tt.shape is not None and len(shape) == len(tt.shape):
+            for d, size in zip(tt.shape, shape, strict=True):
+                if isinstance(d, str):
+                    sizes.setdefault(d, size)
+    return sizes
 
 
 # Ops that pass an integer input's values on unchanged (the values, not their arrangement).

@@ -181,9 +181,9 @@ class Placer:
         if not self.plan.partitions:
             return self._placed(Placement(mode))
         try:
-            feeds = check_inputs(self._signature(), inputs) if inputs is not None else None
-            if feeds is None:
-                feeds = self._model_inputs()
+            feeds = self._model_inputs(inputs)
+            if inputs is not None:
+                feeds = check_inputs(self._signature(), feeds)
         except InputError as exc:
             if inputs is not None:
                 raise
@@ -734,9 +734,10 @@ class Placer:
         graph = Graph(self.plan.model)
         return {n: graph.type_of(n) for n in graph.inputs}
 
-    def _model_inputs(self) -> dict[str, Any]:
+    def _model_inputs(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         cmp = self.cfg.compare
-        return random_inputs(self.plan.model, self.cfg.shapes, cmp["seed"], cmp["inputs"])
+        model, shapes = self.plan.model, self.cfg.shapes
+        return random_inputs(model, shapes, cmp["seed"], cmp["inputs"], given=given)
 
     def _wins(self, m: Measurement) -> bool:
         """A partition returned to onnxruntime joins a neighbouring session, which saves a
