@@ -125,7 +125,8 @@ def test_compare_inputs_fix_named_inputs_and_name_unknown_ones():
 
 def test_inputs_not_given_take_the_given_ones_symbolic_dims():
     """Inputs given in part: the partitions are checked on them and random ones for the rest,
-    whose symbolic dims are the given inputs' (no [shapes] needed)."""
+    whose symbolic dims are the given inputs' (no [shapes] needed); the model is compiled for
+    those shapes, as [shapes] would, and compiled again for others on first use."""
     model = make_model(
         [node("Mul", ["ids", "mask"], "m"), node("Relu", ["m"], "y")],
         {"ids": ["batch", "seq"], "mask": ["batch", "seq"]},
@@ -135,8 +136,11 @@ def test_inputs_not_given_take_the_given_ones_symbolic_dims():
     ids = np.arange(-6, 6, dtype=np.float32).reshape(2, 6)
     unchecked = byoc.compile(model, config).plan.placement.note
     assert "partitions kept unchecked: no inputs to run the partitions on" in unchecked
-    checked = byoc.compile(model, config, inputs={"ids": ids}).plan.placement.note
-    assert checked == ""
+    compiled = byoc.compile(model, config, inputs={"ids": ids})
+    assert compiled.plan.placement.note == ""
+    assert {str(t) for t in compiled.inputs.values()} == {"float32[2x6]"}  # as [shapes] would
+    other = {"ids": ids[:1, :4], "mask": np.ones((1, 4), np.float32)}
+    np.testing.assert_array_equal(compiled.run(other)["y"], np.maximum(ids[:1, :4], 0))
     report = byoc.compare(model, config, {"ids": ids})
     assert report.passed and report.outputs[0].shape == (2, 6)
     made = byoc.random_inputs(model, given={"ids": ids})

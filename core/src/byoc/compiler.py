@@ -9,6 +9,7 @@ model is partitioned again without them, and placement starts over.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,9 @@ from byoc.config import Config
 from byoc.context import ConfigLike, resolve
 from byoc.errors import BackendError, NodesRefused
 from byoc.executor import build
+from byoc.graph import tensor_type
+from byoc.inputs import given_shapes
+from byoc.loading import read_model
 from byoc.pipeline import ModelLike, partition
 from byoc.placement import Placer
 from byoc.plugins import Registry
@@ -38,12 +42,23 @@ def compile(
     Every backend partition is run once on ``inputs`` (``random_inputs`` for those not given:
     valid by construction where the graph says what an input is); one that fails goes back to
     onnxruntime. With measured placement (the default) so does one whose outputs differ from
-    onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime.
+    onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime. Input
+    dims that ``[shapes]`` leaves symbolic take the sizes ``inputs`` give them, as if
+    ``[shapes]`` said so: backends that need static shapes may claim the model, other shapes
+    compile again on first use, and a saved file runs these shapes only.
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
     or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal). ``registry``:
     the plugins to use (default: ``byoc.registry()``, the installed ones).
     """
     ctx = resolve(config, registry)
+    if inputs is not None:  # [shapes] for the dims the inputs give, as the user's own
+        model = read_model(model)
+        weights = {t.name for t in model.graph.initializer}
+        signature = {
+            v.name: tensor_type(v.type) for v in model.graph.input if v.name not in weights
+        }
+        shapes = {**given_shapes(signature, inputs), **ctx.config.shapes}
+        ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, shapes=shapes))
     reg = ctx.registry
     plan = partition(model, ctx)
     source = plan.source if plan.source is not None else model  # the model read once

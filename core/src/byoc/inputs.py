@@ -50,6 +50,7 @@ def random_inputs(
     if ranges is None:
         ranges = value_ranges(graph) if not isinstance(model, Mapping) else {}
     given = given or {}
+    _no_unknown(types, given)
     sizes = _symbol_sizes(types, given)
     rng = np.random.default_rng(seed)
     out: dict[str, np.ndarray] = {}
@@ -108,6 +109,28 @@ def _symbol_sizes(
                 if isinstance(d, str):
                     sizes.setdefault(d, size)
     return sizes
+
+
+def given_shapes(
+    types: Mapping[str, TensorType | None], given: Mapping[str, Any]
+) -> dict[str, list[int]]:
+    """The shapes that ``given`` inputs fix for the inputs with dims not known yet: a given
+    input's own sizes at those dims (its rank right), and for the others the sizes given at
+    dims of the same name (``_symbol_sizes``), where that fixes every dim. Known dims stay as
+    they are: a given input that contradicts one is ``check_inputs``' to report."""
+    sizes = _symbol_sizes(types, given)
+    out: dict[str, list[int]] = {}
+    for name, tt in types.items():
+        if tt is None or tt.shape is None or tt.is_static:
+            continue
+        own = np.shape(given[name]) if name in given else ()
+        if len(own) == len(tt.shape):
+            shape = [d if isinstance(d, int) else own[i] for i, d in enumerate(tt.shape)]
+        else:
+            shape = [sizes.get(d, d) for d in tt.shape]
+        if all(isinstance(d, int) for d in shape):
+            out[name] = shape
+    return out
 
 
 # Ops that pass an integer input's values on unchanged (the values, not their arrangement).
@@ -189,12 +212,7 @@ def check_inputs(
     """Check names, dtypes and shapes of run inputs; raise InputError saying what is wrong."""
     if not isinstance(given, Mapping):
         raise InputError(f"inputs must be a dict {{name: array}}, got {type(given).__name__}")
-    unknown = [n for n in given if n not in expected]
-    if unknown:
-        raise InputError(
-            f"unknown input {', '.join(repr(n) for n in unknown)}; "
-            f"the model's inputs are {', '.join(repr(n) for n in expected)}"
-        )
+    _no_unknown(expected, given)
     missing = [n for n in expected if n not in given]
     if missing:
         raise InputError(f"missing input {', '.join(repr(n) for n in missing)}")
@@ -207,6 +225,15 @@ def check_inputs(
         # Backends (C code included) may assume C order, alignment and native byte order.
         out[name] = np.require(value, value.dtype.newbyteorder("="), ["C", "A"])
     return out
+
+
+def _no_unknown(expected: Mapping[str, Any], given: Mapping[str, Any]) -> None:
+    unknown = [n for n in given if n not in expected]
+    if unknown:
+        raise InputError(
+            f"unknown input {', '.join(repr(n) for n in unknown)}; "
+            f"the model's inputs are {', '.join(repr(n) for n in expected)}"
+        )
 
 
 def _as_array(name: str, value: Any, want: np.dtype[Any] | None) -> np.ndarray:
