@@ -736,8 +736,8 @@ class Placer:
 
     def _model_inputs(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
         cmp = self.cfg.compare
-        model, shapes = self.plan.model, self.cfg.shapes
-        return random_inputs(model, shapes, cmp["seed"], cmp["inputs"], given=given)
+        graph = Graph(self.plan.model)  # read and specialized already
+        return random_inputs(graph, self.cfg.shapes, cmp["seed"], cmp["inputs"], given=given)
 
     def _wins(self, m: Measurement) -> bool:
         """A partition returned to onnxruntime joins a neighbouring session, which saves a
