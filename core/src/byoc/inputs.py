@@ -69,7 +69,8 @@ def random_inputs(
                 example = [x if isinstance(x, int) else 1 for x in shape]
                 raise InputError(
                     f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
-                    f"config's [shapes] table, e.g. {name} = {example}"
+                    f"config's [shapes] table, e.g. {name} = {example}, or give an input "
+                    "that has it (--input)"
                 )
         size = int(np.prod(dims, dtype=object))
         if size > MAX_RANDOM_ELEMENTS:
