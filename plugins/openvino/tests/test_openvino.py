@@ -666,6 +666,7 @@ def test_int64_arrays_of_either_numpy_type_number() -> None:
         constants={"one": np.array(1, np.int64)},
     )
     ids = np.arange(-3, 3, dtype=np.longlong).reshape(2, 3)
-    assert ids.dtype.num != np.dtype(np.int64).num  # the other type number
+    if ids.dtype.num == np.dtype(np.int64).num or ids.dtype.itemsize != 8:
+        pytest.skip("numpy has one int64 type here")  # Windows: long is 32 bits
     report = assert_matches_onnxruntime(model, config(), {"i": ids})
     assert [p.backend for p in report.plan.partitions] == ["openvino"]
