@@ -290,6 +290,32 @@ def test_quantize_linear_stays_on_onnxruntime() -> None:
     np.testing.assert_array_equal(got["q"], want["q"])
 
 
+def test_qlinearconv_stays_on_onnxruntime() -> None:
+    """OpenVINO's QLinearConv with per-channel weight scales (quantize_static's default) is
+    off onnxruntime's exact integer result by up to dozens of steps; it runs on onnxruntime."""
+    rng = np.random.default_rng(0)
+    constants = {
+        "xs": np.float32(0.02), "xz": np.uint8(128),
+        "w": rng.integers(-63, 64, (16, 16, 3, 3)).astype(np.int8),
+        "ws": (rng.random(16) * 0.01 + 0.001).astype(np.float32), "wz": np.zeros(16, np.int8),
+        "ys": np.float32(0.37), "yz": np.uint8(131),
+    }  # fmt: skip
+    model = make_model(
+        [
+            node("QLinearConv", ["x", "xs", "xz", "w", "ws", "wz", "ys", "yz"], "q", pads=[1] * 4),
+            node("Relu", ["f"], "r"),
+        ],
+        {"x": (np.uint8, [1, 16, 16, 16]), "f": [4]},
+        ["q", "r"],
+        constants=constants,
+    )
+    plan = byoc.partition(model, config())
+    assert "per-channel weight scales" in dict(plan.decisions["q"].refusals)["openvino"]
+    inputs = {"x": rng.integers(0, 256, (1, 16, 16, 16)).astype(np.uint8), "f": np.ones(4, "f4")}
+    got, want = byoc.compile(model, config()).run(inputs), _onnxruntime(model, inputs)
+    np.testing.assert_array_equal(got["q"], want["q"])
+
+
 @pytest.mark.parametrize("by", ["scales", "sizes"])
 def test_resizes_empty_roi_and_scales_mean_not_given_and_stay_openvinos(by: str) -> None:
     """Exporters write Resize's roi (and scales, when sizes are given) as empty constants:
