@@ -21,6 +21,7 @@ batch 1, fixed shapes; text models take ``SEQ`` tokens of a ``VOCAB``-word vocab
 * ``ts-int8dyn``, ...: ``quantize_dynamic`` (int8 weights) of that export.
 * ``ts-qdq``, ...: ``quant_pre_process`` then ``quantize_static`` of that export (QDQ,
   per-channel int8 weights, uint8 activations, 8 seeded random calibration batches).
+* ``ts-qop``: the same in the QOperator format (QLinearConv, and onnxruntime's QLinearAdd...).
 * ``ts-fp16``: the model in half precision, TorchScript export.
 
 Each is checked as bench/exported_models.py checks its own (``onnx.checker`` full check, then
@@ -54,7 +55,7 @@ import exported_models  # beside this file; imports nothing outside the standard
 
 SEQ, VOCAB = 32, 1000  # text models: tokens per input, vocabulary
 PADDING = 6  # of the SEQ tokens, the last are padding (attention mask 0)
-QUANTIZED = ("int8dyn", "qdq")
+QUANTIZED = ("int8dyn", "qdq", "qop")
 
 
 @dataclass(frozen=True)
@@ -446,21 +447,21 @@ def build_retinanet() -> Any:
 # --- convolutional classifiers --------------------------------------------------------------
 
 
-@recipe("shufflenet", "torchvision shufflenet_v2_x0_5", _image(224), "ts dynamo dynamo-qdq")
+@recipe("shufflenet", "torchvision shufflenet_v2_x0_5", _image(224), "ts ts-qop dynamo dynamo-qdq")
 def build_shufflenet() -> Any:
     import torchvision
 
     return torchvision.models.shufflenet_v2_x0_5(weights=None)
 
 
-@recipe("squeezenet", "torchvision squeezenet1_1", _image(224), "ts ts-qdq ts-fp16")
+@recipe("squeezenet", "torchvision squeezenet1_1", _image(224), "ts ts-qdq ts-qop ts-fp16")
 def build_squeezenet() -> Any:
     import torchvision
 
     return torchvision.models.squeezenet1_1(weights=None)
 
 
-@recipe("mnasnet", "torchvision mnasnet0_5", _image(224), "ts ts-qdq")
+@recipe("mnasnet", "torchvision mnasnet0_5", _image(224), "ts ts-qdq ts-qop")
 def build_mnasnet() -> Any:
     import torchvision
 
@@ -885,7 +886,8 @@ def export(
 
 def quantize(spec: Spec, kind: str, source: Path, target: Path) -> None:
     """``int8dyn``: quantize_dynamic. ``qdq``: quant_pre_process (BN folded into Conv), then
-    quantize_static (QDQ, per-channel U8S8) calibrated on 8 seeded random batches."""
+    quantize_static (QDQ, per-channel U8S8) calibrated on 8 seeded random batches; ``qop``:
+    the same in the QOperator format (QLinearConv, com.microsoft QLinearAdd...)."""
     import numpy as np
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -919,7 +921,7 @@ def quantize(spec: Spec, kind: str, source: Path, target: Path) -> None:
             pre,
             target,
             Batches(),
-            quant_format=QuantFormat.QDQ,
+            quant_format=QuantFormat.QOperator if kind == "qop" else QuantFormat.QDQ,
             per_channel=True,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
