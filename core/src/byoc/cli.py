@@ -20,6 +20,7 @@ from byoc.batch import MAX_SAMPLE_MB, check_counts, sample_files
 from byoc.config import allowed_values, describe
 from byoc.errors import ByocError, InputError
 from byoc.export import is_artifact
+from byoc.graph import Graph
 from byoc.plugins import registry
 from byoc.progress import TerminalProgress
 
@@ -207,7 +208,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         with _progress(args) as progress:  # measured on the inputs given, if any
             compiled = byoc.compile(args.model, cfg, inputs=inputs, progress=progress)
-    signature = compiled.plan.model if compiled.plan is not None else compiled.inputs
+    signature = Graph(compiled.plan.model) if compiled.plan is not None else compiled.inputs
     inputs = byoc.random_inputs(  # those not given
         signature,
         cfg.shapes,

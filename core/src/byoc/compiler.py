@@ -57,8 +57,12 @@ def compile(
         signature = {
             v.name: tensor_type(v.type) for v in model.graph.input if v.name not in weights
         }
-        shapes = {**given_shapes(signature, inputs), **ctx.config.shapes}
-        ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, shapes=shapes))
+        fixed = {
+            k: v for k, v in given_shapes(signature, inputs).items() if k not in ctx.config.shapes
+        }
+        if fixed:
+            shapes = {**ctx.config.shapes, **fixed}
+            ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, shapes=shapes))
     reg = ctx.registry
     plan = partition(model, ctx)
     source = plan.source if plan.source is not None else model  # the model read once

@@ -182,8 +182,6 @@ class Placer:
             return self._placed(Placement(mode))
         try:
             feeds = self._model_inputs(inputs)
-            if inputs is not None:
-                feeds = check_inputs(self._signature(), feeds)
         except InputError as exc:
             if inputs is not None:
                 raise
@@ -730,14 +728,14 @@ class Placer:
 
     # -- inputs and keys ----------------------------------------------------------------------
 
-    def _signature(self) -> dict[str, Any]:
-        graph = Graph(self.plan.model)
-        return {n: graph.type_of(n) for n in graph.inputs}
-
-    def _model_inputs(self, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
-        cmp = self.cfg.compare
+    def _model_inputs(self, given: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The given inputs, checked, and random ones for the rest."""
         graph = Graph(self.plan.model)  # read and specialized already
-        return random_inputs(graph, self.cfg.shapes, cmp["seed"], cmp["inputs"], given=given)
+        cmp = self.cfg.compare
+        feeds = random_inputs(graph, self.cfg.shapes, cmp["seed"], cmp["inputs"], given=given)
+        if given is None:
+            return feeds
+        return check_inputs({n: graph.type_of(n) for n in graph.inputs}, feeds)
 
     def _wins(self, m: Measurement) -> bool:
         """A partition returned to onnxruntime joins a neighbouring session, which saves a
