@@ -316,6 +316,36 @@ def test_qlinearconv_stays_on_onnxruntime() -> None:
     np.testing.assert_array_equal(got["q"], want["q"])
 
 
+@pytest.mark.parametrize("indices_read", [True, False])
+def test_topk_ties_break_as_onnx_says(indices_read: bool) -> None:
+    """OpenVINO's TopK picks other indices than onnxruntime among equal values (ONNX: the lower
+    index first). A TopK whose indices are read runs on onnxruntime; one whose values alone
+    are read stays OpenVINO's. Both match onnxruntime on an input full of ties."""
+    outputs = ["i", "v"] if indices_read else ["v"]
+    model = make_model(
+        [
+            node("Relu", ["x"], "r"),
+            node("TopK", ["r", "k"], ["t", "ti"], axis=-1),
+            node("Mul", ["t", "t"], "v"),
+            node("Cast", ["ti"], "i", to=onnx.TensorProto.FLOAT),
+        ][: 4 if indices_read else 3],
+        {"x": [2, 4000]},
+        outputs,
+        constants={"k": np.array([1000], np.int64)},
+    )
+    plan = byoc.partition(model, config())
+    refusals = dict(plan.decisions["t"].refusals)
+    if indices_read:
+        assert "does not break ties by the lower index" in refusals["openvino"]
+    else:
+        assert "openvino" not in refusals
+        assert plan.decisions["t"].backend == "openvino"
+    x = np.random.default_rng(0).integers(0, 50, (2, 4000)).astype(np.float32)
+    got, want = byoc.compile(model, config()).run({"x": x}), _onnxruntime(model, {"x": x})
+    for name in outputs:
+        np.testing.assert_array_equal(got[name], want[name])
+
+
 @pytest.mark.parametrize("by", ["scales", "sizes"])
 def test_resizes_empty_roi_and_scales_mean_not_given_and_stay_openvinos(by: str) -> None:
     """Exporters write Resize's roi (and scales, when sizes are given) as empty constants:

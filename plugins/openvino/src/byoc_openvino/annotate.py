@@ -15,7 +15,8 @@ from its answer (``dtype_reason``): float64 in float32; int64 in int32 and int32
 float32, so an integer value not known to stay below 2**24 stays on onnxruntime (the int32
 results of MatMulInteger and ConvInteger of int8 weights are exact: int8 kernels); x / y (Div,
 Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; empty tensors; LRN,
-QuantizeLinear, QLinearConv and DynamicQuantizeLinear (``WRONG``).
+QuantizeLinear, QLinearConv and DynamicQuantizeLinear (``WRONG``); a TopK whose indices are
+read, or that is unsorted (its ties and order are not ONNX's).
 """
 
 from __future__ import annotations
@@ -331,11 +332,30 @@ def _flattening_axis(node: NodeView) -> str | None:
     )
 
 
+def _topk_order(node: NodeView) -> str | None:
+    """OpenVINO's TopK breaks ties otherwise than ONNX (equal values: the lower index first),
+    so of 1000 picked from 4000 values with ties, other indices; and unsorted (``sorted=0``),
+    it returns the same ones in another order than onnxruntime. A sorted TopK whose indices
+    nothing reads gives the same values and is claimed."""
+    if node.op_type != "TopK":
+        return None
+    if int(node.attrs.get("sorted", 1)) == 0:
+        return "TopK with sorted=0: OpenVINO returns the top k in another order than onnxruntime"
+    indices = node.outputs[1] if len(node.outputs) > 1 else ""
+    if indices and (indices in node.graph.consumers or indices in node.graph.outputs):
+        return (
+            f"OpenVINO {DEVICE}'s TopK does not break ties by the lower index, as ONNX says: "
+            "with equal values its indices differ from onnxruntime's (a Mask R-CNN's region "
+            "proposals, OpenVINO 2026.4)"
+        )
+    return None
+
+
 def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     """Why the CPU plugin would compute this node at another precision (or wrongly), or None."""
     if node.op_type in WRONG:
         return WRONG[node.op_type]
-    rule = _flattening_axis(node) or _index_reason(node, widths)
+    rule = _flattening_axis(node) or _topk_order(node) or _index_reason(node, widths)
     if rule is not None:
         return rule
     divisor = node.input_type(1) if node.op_type in ("Div", "Mod") else None
