@@ -571,6 +571,49 @@ def test_a_compiled_model_slower_than_onnxruntime_runs_as_onnxruntime(install, f
     np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
 
 
+class ScaledRuntime(Runtime):
+    """relu(-x) times ``scale``."""
+
+    def __init__(self, scale: float) -> None:
+        super().__init__(0.0, 0.5)
+        self.scale = np.float32(scale)
+
+    def run(self, inputs):
+        return [np.maximum(-inputs[0], 0) * self.scale]
+
+
+def test_a_model_whose_outputs_differ_though_each_partition_was_close_runs_as_onnxruntime(
+    install, fake_clock
+):
+    """Each partition is checked alone, within [compare]'s tolerance; later layers may magnify
+    what it allowed (a Mask R-CNN's region proposals through RoIAlign: box corners 0.1 off
+    onnxruntime's). The compiled model's own outputs are checked too, and if they differ the
+    model runs as onnxruntime, which compare then passes."""
+    scaled = Plugin("quick", 5, fake_ms=0.5)
+    scaled.runtime = ScaledRuntime(1 + 5e-5)
+    install(scaled)
+    amplified = make_model(
+        [
+            node("Neg", ["x"], ["n"]),
+            node("Relu", ["n"], ["r"]),  # the backend's: 5e-5 off, within rtol 1e-4
+            node("Mul", ["x", "minus"], ["m"]),
+            node("Max", ["m", "zero"], ["r0"]),  # onnxruntime's relu(-x), exactly r
+            node("Sub", ["r", "r0"], ["d"]),
+            node("Mul", ["d", "big"], ["y"]),
+        ],
+        {"x": [1, 4]},
+        ["y"],
+        constants={"minus": np.float32(-1), "zero": np.float32(0), "big": np.float32(1e6)},
+    )
+    config = {"backends": ["quick"], **MEASURED}
+    with pytest.warns(UserWarning, match="the compiled model's output 'y' differs from"):
+        compiled = byoc.compile(amplified, config)
+    assert backends_of(compiled) == ["onnxruntime"]
+    assert "the compiled model's output 'y' differs" in explain_text(compiled.plan)
+    with pytest.warns(UserWarning, match="differs"):
+        assert byoc.compare(amplified, config).passed
+
+
 def test_a_compiled_model_whose_interval_reaches_onnxruntime_runs_as_onnxruntime(
     install, fake_clock
 ):

@@ -23,10 +23,12 @@ asks ``Placer.verify`` whether the built model stays. For the plan it is given, 
    that save the most are taken greedily without overlap, and if they beat the plan by the
    margin the other candidates' nodes are vetoed for their backends and step 4 runs again;
 5. (``verify``) runs the built model once and times it against plain onnxruntime on the whole
-   model; if it fails or still loses, or its partitions cannot explain its win (together
-   they save less than the margin of plain onnxruntime's time), or other processes disturbed
-   the check, warns in one line and (``[compile] whole_model_fallback``) gives the plan that
-   runs the model as one onnxruntime session.
+   model; if it fails, or its outputs differ from plain onnxruntime's as a partition's may
+   not (step 2; small differences that later layers magnify), or it still loses, or its
+   partitions cannot explain its win (together they save less than the margin of plain
+   onnxruntime's time), or other processes disturbed the check, warns in one line and
+   (``[compile] whole_model_fallback``) gives the plan that runs the model as one onnxruntime
+   session; a failure or a difference always does.
 
 When nothing can be run (no inputs, or onnxruntime fails on them), measured placement sends
 every partition to onnxruntime, with one line saying why. Every verdict lands in
@@ -39,6 +41,7 @@ partition once to check it.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -664,15 +667,23 @@ class Placer:
             return f"failed on the measurement inputs ({type(exc).__name__}: {exc})"
         if not self.measured_mode:
             return None
+        return self._differs(unit, got, trial.outputs, lambda: self._unoptimized(unit, trial.args))
+
+    def _differs(
+        self, unit: Partition, got: list[Any], want: list[Any], unoptimized: Callable[[], list[Any]]
+    ) -> str | None:
+        """Why ``got`` is not ``want`` (onnxruntime's outputs of ``unit``), or None: an output
+        differs beyond [compare] rtol/atol plus twice what onnxruntime's optimized and
+        unoptimized runs differ by (``unoptimized()``, run only for an output that differs)."""
         rtol, atol = self.cfg.compare["rtol"], self.cfg.compare["atol"]
-        unoptimized: list[Any] | None = None
-        for i, (name, g, w) in enumerate(zip(unit.outputs, got, trial.outputs, strict=True)):
+        spread: list[Any] | None = None
+        for i, (name, g, w) in enumerate(zip(unit.outputs, got, want, strict=True)):
             report = compare_arrays(name, g, w, rtol, atol)
             if report.passed:
                 continue
-            if unoptimized is None:  # how far onnxruntime is from itself, for this partition
-                unoptimized = self._unoptimized(unit, trial)
-            wide = within_spread(name, g, w, unoptimized[i], rtol, atol, unit.graph.quantum(name))
+            if spread is None:  # how far onnxruntime is from itself, for this unit
+                spread = unoptimized()
+            wide = within_spread(name, g, w, spread[i], rtol, atol, unit.graph.quantum(name))
             if wide.passed:
                 continue
             detail = report.note or f"max abs error {report.max_abs:.3g}"
@@ -685,14 +696,14 @@ class Placer:
             )
         return None
 
-    def _unoptimized(self, unit: Partition, trial: _Trial) -> list[Any]:
+    def _unoptimized(self, unit: Partition, args: list[Any]) -> list[Any]:
         """The partition's outputs from onnxruntime with its graph optimizations off. Fused
         kernels round differently (a QDQ model's QLinearConv against DequantizeLinear, Conv,
         QuantizeLinear: a quantum, which later layers carry on and scale: 10.2 on
         yolov8n-det-qdq's boxes of up to 317), so a backend may differ from onnxruntime by
         twice what onnxruntime's two ways of running the partition differ by."""
         table = {**self._quiet_fallback(), "graph_optimization_level": "disable"}
-        return list(compile_unit(self.reg, FALLBACK, unit, table)[1].run(list(trial.args)))
+        return list(compile_unit(self.reg, FALLBACK, unit, table)[1].run(list(args)))
 
     def _quiet_fallback(self) -> dict[str, Any]:
         """The [fallback] table for onnxruntime runs beside a backend's (``_quiet``)."""
@@ -859,12 +870,22 @@ class Placer:
         runs onnxruntime alone). A spinning pool slows a backend's threads while they take
         turns, so the two are timed in blocks, each block's first runs discarded."""
         nodes = [n for p in compiled.plan.partitions for n in p.nodes]  # type: ignore[union-attr]
+        whole = _whole_unit(self.source)
+        plain = compile_unit(self.reg, FALLBACK, whole, self.cfg.fallback)[1]
+        args = [feeds[n] for n in plain.input_names]
         try:
             start = time.perf_counter()
-            compiled.run(feeds)
+            got = compiled.run(feeds)
             once = time.perf_counter() - start
+            differs = None
+            if not self._reduced_precision():
+                outputs, want = [got[n] for n in whole.outputs], list(plain.run(args))
+                spread = functools.partial(self._unoptimized, whole, args)
+                differs = self._differs(whole, outputs, want, spread)
+            failure = f"the compiled model's {differs}" if differs else None
         except Exception as exc:  # each partition ran alone, but not all of them together
             failure = f"failed on the measurement inputs ({type(exc).__name__}: {exc})"
+        if failure is not None:  # each partition's outputs were close, the model's are not
             return Measurement("the compiled model", "byoc", nodes, 0, 0, False, failure=failure)
         key = self._whole_key()
         cached = self._cached(key)
@@ -872,16 +893,23 @@ class Placer:
             return cached
         if self.progress is not None:
             self.progress(1, 1, "measuring the whole model")
-        timing = self._undisturbed(lambda: self._against_plain(compiled, feeds, once))
+        timing = self._undisturbed(lambda: self._against_plain(compiled, plain, feeds, once))
         m = self._judged("the compiled model", "byoc", nodes, timing)
         if not m.disturbed:
             self.cache.put(key, m)
         return m
 
-    def _against_plain(self, compiled: CompiledModel, feeds: dict[str, Any], once: float) -> Timing:
-        """The compiled model timed against a plain onnxruntime session of the whole model
-        (whose threads stop when it returns)."""
-        plain = compile_unit(self.reg, FALLBACK, _whole_unit(self.source), self.cfg.fallback)[1]
+    def _reduced_precision(self) -> bool:
+        """Whether a partition runs in a reduced precision: its outputs were held to
+        ``[compile] precision_tolerance``, not to [compare]'s, so the model's are too."""
+        verdicts = (self.verdicts.get(self._key(u)) for u in self.plan.partitions)
+        return any(m is not None and m.precision != "fp32" for m in verdicts)
+
+    def _against_plain(
+        self, compiled: CompiledModel, plain: Any, feeds: dict[str, Any], once: float
+    ) -> Timing:
+        """The compiled model timed against ``plain``, an onnxruntime session of the whole
+        model (whose threads stop when it returns)."""
         args = [feeds[n] for n in plain.input_names]
         margin = self.margin
         return time_blocks(
