@@ -5,8 +5,9 @@
     python bench/sweep_models.py crnn unet       # only these (base names)
     make sweep-models                            # the same as the first line
 
-Thirty-four models that bench/exported_models.py does not have (transformer encoders,
-a Llama-style decoder and an encoder-decoder, detectors, segmenters, a 3-D conv video net,
+Thirty-six models that bench/exported_models.py does not have (transformer encoders,
+a Llama-style decoder and an encoder-decoder, detectors (two whole, post-processing in the
+graph: NMS under If, RoIAlign, a mask-pasting Loop), segmenters, a 3-D conv video net,
 recurrent nets, audio and image-to-image nets, and one net of odd conv/pool settings), built
 as that script builds its own: from a config in code (no weights downloaded),
 ``torch.manual_seed(0)``, BatchNorm statistics from two random batches, eval mode,
@@ -442,6 +443,69 @@ def build_retinanet() -> Any:
     from torchvision.models.detection import RetinaNet
 
     return _heads(RetinaNet(_resnet18_fpn(), num_classes=10), ["cls_logits", "bbox_regression"])
+
+
+def _whole_detector(detector: Any) -> Any:
+    """A torchvision detector whole, post-processing in the graph (NMS under If, RoIAlign, a
+    mask-pasting Loop), returning its first image's outputs. Every detection is kept
+    (``box_score_thresh = 0``): random weights score every class alike, below the default 0.05.
+    In train mode only its BatchNorms train (``calibrate_batchnorm``): a torchvision detector
+    training wants targets."""
+    import torch
+
+    class Whole(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.m = detector
+
+        def train(self, mode: bool = True) -> Any:
+            super().train(mode)
+            for m in self.m.modules():
+                m.training = mode and isinstance(m, torch.nn.modules.batchnorm._BatchNorm)
+            return self
+
+        def forward(self, pixel_values: torch.Tensor) -> tuple[torch.Tensor, ...]:
+            return tuple(self.m(list(pixel_values))[0].values())
+
+    return Whole()
+
+
+@recipe(
+    "frcnn",
+    "torchvision fasterrcnn_mobilenet_v3_large_320_fpn whole: RPN, RoIAlign, NMS, 21 classes",
+    _image(320),
+    "ts",
+)
+def build_frcnn() -> Any:
+    from torchvision.models.detection import fasterrcnn_mobilenet_v3_large_320_fpn
+
+    return _whole_detector(
+        fasterrcnn_mobilenet_v3_large_320_fpn(
+            weights=None, weights_backbone=None, num_classes=21, box_score_thresh=0.0
+        )
+    )
+
+
+@recipe(
+    "maskrcnn",
+    "torchvision Mask R-CNN whole, ResNet-18 FPN, 5 classes, 256x256, 20 detections",
+    _image(256),
+    "ts",
+)
+def build_maskrcnn() -> Any:
+    from torchvision.models.detection import MaskRCNN
+    from torchvision.models.detection.backbone_utils import resnet_fpn_backbone
+
+    backbone = resnet_fpn_backbone(backbone_name="resnet18", weights=None, trainable_layers=5)
+    det = MaskRCNN(
+        backbone, num_classes=5, min_size=256, max_size=256, box_score_thresh=0.0,
+        box_detections_per_img=20,
+    )  # fmt: skip
+    # Box deltas of the size a trained net's are: random ones of features ~1e3 move proposals
+    # so far that RoIAlign then magnifies rounding (onnxruntime against torch: 9e-4 off).
+    for layer in (det.rpn.head.bbox_pred, det.roi_heads.box_predictor.bbox_pred):
+        layer.weight.data *= 1e-3
+    return _whole_detector(det)
 
 
 # --- convolutional classifiers --------------------------------------------------------------
