@@ -53,6 +53,9 @@ def test_conv1d_and_unsupported_conv_is_refused_with_reason() -> None:
         {"strides": [2, 2], "pads": [1, 1, 1, 1]},
         {"strides": [2, 2], "pads": [1, 1, 1, 1], "output_padding": [1, 1]},
         {"group": 2},
+        # ONNX ignores pads then: the larger half of the total padding goes first (1, 0 here)
+        {"strides": [2, 2], "output_shape": [20, 24], "pads": [0, 0, 1, 1]},
+        {"strides": [2, 2], "output_shape": [18, 23], "output_padding": [1, 0]},
     ],
 )
 def test_conv_transpose(attrs: dict) -> None:

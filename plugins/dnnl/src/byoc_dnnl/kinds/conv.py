@@ -49,9 +49,10 @@ def _conv(node: NodeView) -> str | None:
         assert y is not None and y.shape is not None
         nd = len(x.shape) - 2
         strides = a.get("strides", [1] * nd)
-        pads = a.get("pads", [0] * 2 * nd)
+        k = w.shape[2:]
+        begin = _deconv_begin(a, x.shape[2:], y.shape[2:], k, strides)
         for i in range(nd):
-            end = (x.shape[2 + i] - 1) * strides[i] + w.shape[2 + i] - y.shape[2 + i] - pads[i]
+            end = (x.shape[2 + i] - 1) * strides[i] + k[i] - y.shape[2 + i] - begin[i]
             if end < 0:
                 return "ConvTranspose output_padding beyond the end padding is not supported"
     if any(s < 1 for s in a.get("strides", [])) or any(d < 1 for d in a.get("dilations", [])):
@@ -68,10 +69,22 @@ def _lower_conv(low: Lowering, node: NodeView) -> None:
     _convolution(low, "conv", node, low.grouped(w, node), strides, dil, pads)
 
 
+def _deconv_begin(a: dict[str, Any], xs: Any, ys: Any, k: Any, strides: list[int]) -> list[int]:
+    """A ConvTranspose's begin pads over spatial input ``xs`` and output ``ys``: ``pads``, or,
+    when ``output_shape`` is given (ONNX then ignores ``pads``), the larger half of the total
+    padding, as ONNX and onnxruntime derive it (with no auto_pad)."""
+    nd = len(k)
+    if "output_shape" not in a:
+        return list(a.get("pads", [0] * 2 * nd))[:nd]
+    extra = a.get("output_padding", [0] * nd)
+    total = [(xs[i] - 1) * strides[i] + extra[i] + k[i] - ys[i] for i in range(nd)]
+    return [t - t // 2 for t in total]
+
+
 def _lower_conv_transpose(low: Lowering, node: NodeView) -> None:
     w, xs, ys, k, strides = _window(low, node)
     nd = len(k)
-    pl = list(node.attrs.get("pads", [0] * 2 * nd))[:nd]
+    pl = _deconv_begin(node.attrs, xs[2:], ys[2:], k, strides)
     pr = [(xs[2 + i] - 1) * strides[i] + k[i] - ys[2 + i] - pl[i] for i in range(nd)]
     group = int(node.attrs.get("group", 1))
     few = nd == 2 and group == 1 and w.shape[1] <= SHUFFLED_DECONV
