@@ -19,6 +19,9 @@ The suite checks that:
   node, compiles and matches onnxruntime (one test over the claimed ops: nothing is generated,
   or skipped, for ops the backend does not claim; ops without a case are listed in a skip, and
   representative nodes the backend refuses in warnings);
+- so do the other settings of those ops it claims (``byoc.testing.ops.OP_VARIANTS``:
+  interpolation modes, ties, duplicate indices under a reduction, pads derived from an
+  output shape), any of which it may refuse;
 - each of those nodes also matches onnxruntime where real models put it: an operand that is a
   constant (an initializer of the partition, not one of ``partition.inputs``), operands that
   broadcast, one value as two inputs (``Add(x, x)``), outputs that other nodes of the
@@ -73,6 +76,7 @@ from byoc.testing.ops import (
     DIVISORS,
     INTEGER_DTYPES,
     OP_CASES,
+    OP_VARIANTS,
     SPECIAL_VALUES,
     edge_feeds,
     integer_case,
@@ -90,6 +94,7 @@ __all__ = [
     "backend_tolerance",
     "conformance_backend",
     "test_backend_is_listed",
+    "test_claimed_op_variants_match_onnxruntime",
     "test_claimed_ops_in_partitions",
     "test_claimed_ops_match_onnxruntime",
     "test_claimed_ops_on_integer_edges",
@@ -208,6 +213,38 @@ def test_claimed_ops_without_a_case(
     missing = sorted(set(_claimed(backend_config, conformance_backend)) - set(OP_CASES))
     if missing:
         pytest.skip(f"no representative node (byoc.testing.ops.OP_CASES) for: {', '.join(missing)}")
+
+
+def test_claimed_op_variants_match_onnxruntime(
+    conformance_backend: str,
+    backend_config: dict[str, Any],
+    backend_tolerance: tuple[float, float],
+) -> None:
+    """Each other setting of a claimed op (``byoc.testing.ops.OP_VARIANTS``: interpolation
+    modes, ties, duplicate indices under a reduction, derived pads) that the backend claims
+    matches onnxruntime. The backend may refuse any of them."""
+    rtol, atol = backend_tolerance
+    claimed = sorted(set(_claimed(backend_config, conformance_backend)) & set(OP_VARIANTS))
+    failures, ran = [], 0
+    for op_type in claimed:
+        for name, case in OP_VARIANTS[op_type].items():
+            model, feeds = single_op_model(op_type, case)
+            if not byoc.partition(model, backend_config).partitions:
+                continue
+            ran += 1
+            try:
+                report = assert_matches_onnxruntime(
+                    model, backend_config, feeds, rtol=rtol, atol=atol
+                )
+            except Exception as exc:  # a mismatch (AssertionError) or a crash: both fail
+                failures.append(f"{op_type} ({name}): {type(exc).__name__}: {exc}")
+                continue
+            returned = _returned(report.plan)
+            if returned:
+                failures.append(f"{op_type} ({name}): {returned}")
+    if not ran:
+        pytest.skip("the backend claims none of the variants byoc.testing.ops.OP_VARIANTS has")
+    assert not failures, "claimed variants that do not match onnxruntime:\n" + "\n".join(failures)
 
 
 _TOGETHER = "all wirings in one model"

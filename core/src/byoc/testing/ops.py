@@ -38,11 +38,13 @@ class In:
     value: Any = None
     positive: bool = False  # random values in [0.5, 2) instead of standard normal
     span: tuple[float, float] | None = None  # random values in [low, high) instead
+    ties: bool = False  # floats rounded to whole numbers: many equal values
 
     def array(self) -> np.ndarray:
         if self.value is not None:
             return np.asarray(self.value, dtype=self.dtype)
-        return random_array(self.shape, self.dtype, self.positive, self.span)
+        values = random_array(self.shape, self.dtype, self.positive, self.span)
+        return np.round(values) if self.ties else values
 
 
 @dataclass(frozen=True)
@@ -253,6 +255,120 @@ OP_CASES: dict[str, Case] = {
         attrs={"pads": [1, 1, 1, 1]},
     ),
     "QLinearMatMul": Case((_BYTES_3D, *_SCALED, _INT8_4X5, *_SCALED_W, _c(0.0517), _c(128, _U8))),
+}
+
+
+_TIES = In(span=(-3.0, 3.0), ties=True)
+_NO_ROI = _c([])
+
+
+def _with(op_type: str, **attrs: Any) -> Case:
+    """The op's case with these attributes too."""
+    case = OP_CASES[op_type]
+    return dataclasses.replace(case, attrs={**case.attrs, **attrs})
+
+
+def _resize(scales: list[float], opset: int = 17, **attrs: Any) -> Case:
+    return Case((_X, _NO_ROI, _c([1, 1, *scales])), attrs=attrs, opset=opset)
+
+
+# Other settings of an op than its case's, where kernels often compute otherwise than
+# onnxruntime: interpolation and coordinate modes, ties (TopK, ArgMax), duplicate indices under
+# a reduction, pads derived from an output shape. The conformance suite runs each one the
+# backend claims; a backend may refuse any of them (OpenVINO 2026.4 computes antialiased and
+# cubic exclude_outside Resize, RoiAlign's max mode and TopK's ties otherwise).
+OP_VARIANTS: dict[str, dict[str, Case]] = {
+    "Resize": {
+        "linear, half_pixel, x2": _resize([2, 2], mode="linear"),
+        "linear, align_corners, x0.5": _resize(
+            [0.5, 0.5], mode="linear", coordinate_transformation_mode="align_corners"
+        ),
+        "linear, pytorch_half_pixel, x0.5": _resize(
+            [0.5, 0.5], mode="linear", coordinate_transformation_mode="pytorch_half_pixel"
+        ),
+        "nearest, half_pixel, round_prefer_floor, x1.5": _resize(
+            [1.5, 1.5], mode="nearest", coordinate_transformation_mode="half_pixel"
+        ),
+        "cubic, x2": _resize([2, 2], mode="cubic"),
+        "cubic, exclude_outside": _resize([1.5, 0.7], mode="cubic", exclude_outside=1),
+        "linear, antialias, x0.5": _resize([0.5, 0.4], 18, mode="linear", antialias=1),
+        "cubic, antialias, x0.5": _resize([0.5, 0.4], 18, mode="cubic", antialias=1),
+    },
+    "RoiAlign": {
+        "max": _with("RoiAlign", mode="max"),
+        "output_half_pixel": _with("RoiAlign", coordinate_transformation_mode="output_half_pixel"),
+    },
+    "TopK": {
+        "ties": Case((_TIES, _c([3], _I64)), attrs={"axis": -1}, outputs=2),
+        "smallest, ties": Case((_TIES, _c([3], _I64)), attrs={"axis": 1, "largest": 0}, outputs=2),
+        "unsorted": Case((_X, _c([3], _I64)), attrs={"axis": -1, "sorted": 0}, outputs=2),
+    },
+    "ArgMax": {
+        "ties": Case((_TIES,), attrs={"axis": 1}),
+        "ties, last index": Case((_TIES,), attrs={"axis": 1, "select_last_index": 1}),
+    },
+    "ArgMin": {"ties": Case((_TIES,), attrs={"axis": -1, "keepdims": 0})},
+    "GridSample": {
+        "nearest, border, align_corners": _with(
+            "GridSample", mode="nearest", padding_mode="border", align_corners=1
+        ),
+        "bicubic, reflection": _with("GridSample", mode="bicubic", padding_mode="reflection"),
+    },
+    "ScatterElements": {
+        "add, duplicate indices": Case(
+            (_X, _k(1, 4, 6, 2, dtype=_I64, span=(0, 2)), In((1, 4, 6, 2))),
+            {"axis": 3, "reduction": "add"},
+        ),
+        "max, duplicate indices": Case(
+            (_X, _k(1, 4, 6, 2, dtype=_I64, span=(0, 2)), In((1, 4, 6, 2))),
+            {"axis": 3, "reduction": "max"},
+            opset=18,
+        ),
+    },
+    "ScatterND": {
+        "add, duplicate indices": Case(
+            (_X, _c([[0, 1], [0, 1], [0, 3]], _I64), In((3, 6, 6))), {"reduction": "add"}
+        ),
+    },
+    "ConvTranspose": {
+        "stride 2, output_padding": _with("ConvTranspose", strides=[2, 2], output_padding=[1, 0]),
+        # ONNX ignores pads then: the larger half of the total padding comes first
+        "stride 2, output_shape": _with("ConvTranspose", strides=[2, 2], output_shape=[12, 11]),
+    },
+    "Conv": {
+        "stride 2, SAME_LOWER": Case(
+            OP_CASES["Conv"].inputs, {"strides": [2, 2], "auto_pad": "SAME_LOWER"}
+        ),
+        "dilated, uneven pads": _with("Conv", dilations=[2, 1], pads=[2, 0, 1, 1]),
+    },
+    "MaxPool": {
+        "ceil_mode, dilations": Case(
+            attrs={"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "dilations": [1, 2]}
+        ),
+    },
+    "AveragePool": {
+        "ceil_mode, pads counted": Case(
+            attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
+            | {"ceil_mode": 1, "count_include_pad": 1}
+        ),
+        "pads not counted": Case(
+            attrs={"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 0}
+        ),
+    },
+    "CumSum": {
+        "exclusive, reverse": Case((_X, _c(2, _I64)), attrs={"exclusive": 1, "reverse": 1}),
+    },
+    "Pad": {
+        "reflect": Case((_X, _c([0, 0, 2, 1, 0, 0, 1, 3], _I64)), attrs={"mode": "reflect"}),
+        "edge": Case((_X, _c([0, 0, 2, 1, 0, 0, 1, 3], _I64)), attrs={"mode": "edge"}),
+    },
+    "DepthToSpace": {"CRD": Case(attrs={"blocksize": 2, "mode": "CRD"})},
+    "Einsum": {
+        "attention scores": Case(
+            (In((1, 2, 3, 4)), In((1, 2, 5, 4))), attrs={"equation": "bhqd,bhkd->bhqk"}
+        ),
+        "diagonal": Case((In((4, 4)),), attrs={"equation": "ii->i"}),
+    },
 }
 
 
