@@ -293,6 +293,11 @@ OP_VARIANTS: dict[str, dict[str, Case]] = {
         "cubic, exclude_outside": _resize([1.5, 0.7], mode="cubic", exclude_outside=1),
         "linear, antialias, x0.5": _resize([0.5, 0.4], 18, mode="linear", antialias=1),
         "cubic, antialias, x0.5": _resize([0.5, 0.4], 18, mode="cubic", antialias=1),
+        "linear, sizes of two axes, aspect ratio kept": Case(
+            (_X, _NO_ROI, _c([]), _c([9, 7], _I64)),
+            attrs={"mode": "linear", "axes": [3, 2], "keep_aspect_ratio_policy": "not_larger"},
+            opset=18,
+        ),
     },
     "RoiAlign": {
         "max": _with("RoiAlign", mode="max"),

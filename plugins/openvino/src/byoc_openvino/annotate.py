@@ -17,8 +17,8 @@ results of MatMulInteger and ConvInteger of int8 weights are exact: int8 kernels
 Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; empty tensors; LRN,
 QuantizeLinear, QLinearConv and DynamicQuantizeLinear (``WRONG``); a TopK whose indices are
 read, or that is unsorted (its ties and order are not ONNX's); antialiased Resize, cubic
-Resize excluding outside pixels, RoiAlign's max mode, and AveragePool counting pads with
-ceil_mode (``_variant_reason``).
+Resize excluding outside pixels, Resize keeping the aspect ratio, RoiAlign's max mode, and
+AveragePool counting pads with ceil_mode (``_variant_reason``).
 """
 
 from __future__ import annotations
@@ -361,6 +361,11 @@ def _variant_reason(node: NodeView) -> str | None:
         return "Resize with antialias=1: OpenVINO's is up to 1.6 off onnxruntime's"
     if node.op_type == "Resize" and a.get("mode") == "cubic" and int(a.get("exclude_outside", 0)):
         return "cubic Resize with exclude_outside=1: OpenVINO's is 0.1 off onnxruntime's"
+    if node.op_type == "Resize" and a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        return (
+            f"Resize with keep_aspect_ratio_policy={a['keep_aspect_ratio_policy']!r}: OpenVINO "
+            "stretches to the sizes given (7x9 where onnxruntime keeps the ratio, 7x7)"
+        )
     if node.op_type == "RoiAlign" and a.get("mode", "avg") == "max":
         return "RoiAlign with mode='max': OpenVINO's is 0.7 off onnxruntime's"
     counted = int(a.get("count_include_pad", 0)) and any(a.get("pads", []))
