@@ -316,6 +316,24 @@ def test_qlinearconv_stays_on_onnxruntime() -> None:
     np.testing.assert_array_equal(got["q"], want["q"])
 
 
+def test_strings_stay_on_onnxruntime() -> None:
+    """A node reading strings (a tokenizer's passthrough) is not offered to OpenVINO, which
+    the backend hands numbers and booleans only: it runs on onnxruntime, the rest on
+    OpenVINO. It was claimed, and the compile failed ("'s' is object, not one of ...")."""
+    model = make_model(
+        [node("Identity", ["s"], "t"), node("Relu", ["x"], "r")],
+        {"s": (np.str_, [2]), "x": [2]},
+        ["t", "r"],
+    )
+    plan = byoc.partition(model, config(min_partition_nodes=1))
+    assert "'s' is object" in dict(plan.decisions["t"].refusals)["openvino"]
+    inputs = {"s": np.array(["a", "bc"], dtype=object), "x": np.array([-1, 2], np.float32)}
+    compiled = byoc.compile(model, config(min_partition_nodes=1), inputs=inputs)
+    assert [s.unit.backend for s in compiled.steps] == ["onnxruntime", "openvino"]
+    got = compiled.run(inputs)
+    assert list(got["t"]) == ["a", "bc"] and list(got["r"]) == [0, 2]
+
+
 @pytest.mark.parametrize("indices_read", [True, False])
 def test_topk_ties_break_as_onnx_says(indices_read: bool) -> None:
     """OpenVINO's TopK picks other indices than onnxruntime among equal values (ONNX: the lower

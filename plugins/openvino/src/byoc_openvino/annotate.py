@@ -38,6 +38,8 @@ from byoc import NodeView, TensorType
 from byoc.graph import MOVES
 from onnx import helper, numpy_helper
 
+from byoc_openvino.artifact import DTYPES
+
 DEVICE = "CPU"
 NOT_SUPPORTED = f"not supported by OpenVINO {DEVICE}"
 _MAX_ROUNDS = 8  # conversions of the whole model, each cutting out the nodes that failed
@@ -407,6 +409,8 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
             return f"the type of '{name}' is unknown"
         if t.dtype.name == "float64":
             return f"'{name}' is float64, which OpenVINO's {DEVICE} plugin computes in float32"
+        if t.dtype.name not in DTYPES:
+            return f"'{name}' is {t.dtype}, which the backend does not hand to OpenVINO"
         if not t.is_static:
             return (
                 f"'{name}' has a non-static shape {t}; fix the model's input shapes in the "
