@@ -614,6 +614,25 @@ def test_a_model_whose_outputs_differ_though_each_partition_was_close_runs_as_on
         assert byoc.compare(amplified, config).passed
 
 
+def test_a_model_that_draws_random_values_is_not_compared_end_to_end(install, fake_clock):
+    """Two runs of a model holding RandomNormalLike differ by design (a VAE's sampling), so
+    its outputs are not compared with plain onnxruntime's: the partitions, each checked on
+    the same inputs as onnxruntime, are kept."""
+    install(Plugin("quick", 5, fake_ms=0.5))
+    sampled = make_model(
+        [
+            node("Neg", ["x"], ["n"]),
+            node("Relu", ["n"], ["r"]),
+            node("RandomNormalLike", ["r"], ["e"]),
+            node("Add", ["r", "e"], ["y"]),
+        ],
+        {"x": [1, 4]},
+        ["y"],
+    )
+    compiled = byoc.compile(sampled, {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["quick", "onnxruntime"]
+
+
 def test_a_compiled_model_whose_interval_reaches_onnxruntime_runs_as_onnxruntime(
     install, fake_clock
 ):
