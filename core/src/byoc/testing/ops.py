@@ -275,8 +275,8 @@ def _resize(scales: list[float], opset: int = 17, **attrs: Any) -> Case:
 # Other settings of an op than its case's, where kernels often compute otherwise than
 # onnxruntime: interpolation and coordinate modes, ties (TopK, ArgMax), duplicate indices under
 # a reduction, pads derived from an output shape. The conformance suite runs each one the
-# backend claims; a backend may refuse any of them (OpenVINO 2026.4 computes antialiased and
-# cubic exclude_outside Resize, RoiAlign's max mode and TopK's ties otherwise).
+# backend claims; a backend may refuse any of them (OpenVINO 2026.4 computes nine of them
+# otherwise, among them TopK's ties, antialiased Resize and RoiAlign's max mode; dnnl one).
 OP_VARIANTS: dict[str, dict[str, Case]] = {
     "Resize": {
         "linear, half_pixel, x2": _resize([2, 2], mode="linear"),
@@ -352,9 +352,8 @@ OP_VARIANTS: dict[str, dict[str, Case]] = {
         ),
     },
     "AveragePool": {
-        "ceil_mode, pads counted": Case(
-            attrs={"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1]}
-            | {"ceil_mode": 1, "count_include_pad": 1}
+        "ceil_mode, pads counted": _with(
+            "AveragePool", kernel_shape=[3, 3], pads=[1, 1, 1, 1], ceil_mode=1, count_include_pad=1
         ),
         "pads not counted": Case(
             attrs={"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 0}
