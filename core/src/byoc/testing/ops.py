@@ -275,8 +275,8 @@ def _resize(scales: list[float], opset: int = 17, **attrs: Any) -> Case:
 # Other settings of an op than its case's, where kernels often compute otherwise than
 # onnxruntime: interpolation and coordinate modes, ties (TopK, ArgMax), duplicate indices under
 # a reduction, pads derived from an output shape. The conformance suite runs each one the
-# backend claims; a backend may refuse any of them (OpenVINO 2026.4 computes nine of them
-# otherwise, among them TopK's ties, antialiased Resize and RoiAlign's max mode; dnnl one).
+# backend claims; a backend may refuse any of them (OpenVINO 2026.4 computes eleven of
+# them otherwise, among them TopK's ties, antialiased Resize and LSTM's peepholes; dnnl one).
 OP_VARIANTS: dict[str, dict[str, Case]] = {
     "Resize": {
         "linear, half_pixel, x2": _resize([2, 2], mode="linear"),
@@ -367,6 +367,20 @@ OP_VARIANTS: dict[str, dict[str, Case]] = {
         "edge": Case((_X, _c([0, 0, 2, 1, 0, 0, 1, 3], _I64)), attrs={"mode": "edge"}),
     },
     "DepthToSpace": {"CRD": Case(attrs={"blocksize": 2, "mode": "CRD"})},
+    "LSTM": {
+        "input_forget": _with("LSTM", input_forget=1),
+        # sequence_lens 3 of 5 steps, initial states, peepholes P (i, o, f of both directions)
+        "shorter sequence, initial states, peepholes": Case(
+            (*OP_CASES["LSTM"].inputs, _c([3], np.int32), _k(2, 1, 4), _k(2, 1, 4), _k(2, 12)),
+            attrs=OP_CASES["LSTM"].attrs,
+        ),
+    },
+    "GRU": {
+        "linear_before_reset = 0, shorter sequence": Case(
+            (*OP_CASES["GRU"].inputs, _c([3], np.int32)),
+            attrs={**OP_CASES["GRU"].attrs, "linear_before_reset": 0},
+        ),
+    },
     "Einsum": {
         "attention scores": Case(
             (In((1, 2, 3, 4)), In((1, 2, 5, 4))), attrs={"equation": "bhqd,bhkd->bhqk"}
