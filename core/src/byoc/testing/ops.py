@@ -275,7 +275,7 @@ def _resize(scales: list[float], opset: int = 17, **attrs: Any) -> Case:
 # Other settings of an op than its case's, where kernels often compute otherwise than
 # onnxruntime: interpolation and coordinate modes, ties (TopK, ArgMax), duplicate indices under
 # a reduction, pads derived from an output shape. The conformance suite runs each one the
-# backend claims; a backend may refuse any of them (OpenVINO 2026.4 computes eleven of
+# backend claims; a backend may refuse any of them (OpenVINO 2026.4 computes thirteen of
 # them otherwise, among them TopK's ties, antialiased Resize and LSTM's peepholes; dnnl one).
 OP_VARIANTS: dict[str, dict[str, Case]] = {
     "Resize": {
@@ -346,7 +346,9 @@ OP_VARIANTS: dict[str, dict[str, Case]] = {
         ),
         "dilated, uneven pads": _with("Conv", dilations=[2, 1], pads=[2, 0, 1, 1]),
     },
+    "LpPool": {"ceil_mode": _with("LpPool", kernel_shape=[3, 3], p=3, ceil_mode=1)},
     "MaxPool": {
+        "indices, column-major": dataclasses.replace(_with("MaxPool", storage_order=1), outputs=2),
         "ceil_mode, dilations": Case(
             attrs={"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1, "dilations": [1, 2]}
         ),

@@ -18,8 +18,8 @@ Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; empty tensors; L
 QuantizeLinear, QLinearConv and DynamicQuantizeLinear (``WRONG``); a TopK whose indices are
 read, or that is unsorted (its ties and order are not ONNX's); antialiased Resize, cubic
 Resize excluding outside pixels, Resize keeping the aspect ratio, RoiAlign's max mode,
-AveragePool counting pads with ceil_mode, and LSTM with peepholes or input_forget
-(``_variant_reason``).
+AveragePool counting pads and LpPool with ceil_mode, MaxPool's column-major indices, and LSTM
+with peepholes or input_forget (``_variant_reason``).
 """
 
 from __future__ import annotations
@@ -377,6 +377,11 @@ def _variant_reason(node: NodeView) -> str | None:
     peepholes = node.const(7) if given else None
     if given and (peepholes is None or np.any(peepholes)):  # all zero: none
         return "LSTM with peepholes (input P): OpenVINO's is 0.12 off onnxruntime's"
+    if node.op_type == "LpPool" and int(a.get("ceil_mode", 0)):
+        return "LpPool with ceil_mode=1: OpenVINO's is 0.42 off onnxruntime's"
+    indices = node.op_type == "MaxPool" and len(node.outputs) > 1 and bool(node.outputs[1])
+    if indices and int(a.get("storage_order", 0)):
+        return "MaxPool's indices with storage_order=1 (column-major): OpenVINO's count row-major"
     counted = int(a.get("count_include_pad", 0)) and any(a.get("pads", []))
     if node.op_type == "AveragePool" and int(a.get("ceil_mode", 0)) and counted:
         return (
