@@ -20,7 +20,7 @@ from byoc.config import Config
 from byoc.context import ConfigLike, resolve
 from byoc.errors import BackendError, NodesRefused
 from byoc.executor import build
-from byoc.graph import tensor_type
+from byoc.graph import declared_inputs
 from byoc.inputs import given_shapes
 from byoc.loading import read_model
 from byoc.pipeline import ModelLike, partition
@@ -53,13 +53,8 @@ def compile(
     ctx = resolve(config, registry)
     if inputs is not None:  # [shapes] for the dims the inputs give, as the user's own
         model = read_model(model)
-        weights = {t.name for t in model.graph.initializer}
-        signature = {
-            v.name: tensor_type(v.type) for v in model.graph.input if v.name not in weights
-        }
-        fixed = {
-            k: v for k, v in given_shapes(signature, inputs).items() if k not in ctx.config.shapes
-        }
+        given = given_shapes(declared_inputs(model), inputs)
+        fixed = {k: v for k, v in given.items() if k not in ctx.config.shapes}
         if fixed:
             shapes = {**ctx.config.shapes, **fixed}
             ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, shapes=shapes))

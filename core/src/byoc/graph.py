@@ -156,6 +156,13 @@ def tensor_type(type_proto: onnx.TypeProto) -> TensorType | None:
     return TensorType(dtype, shape)
 
 
+def declared_inputs(model: onnx.ModelProto) -> dict[str, TensorType | None]:
+    """The model's inputs as its graph declares them, name -> type (not the weights that an
+    old model also lists as inputs)."""
+    weights = {t.name for t in model.graph.initializer}
+    return {v.name: tensor_type(v.type) for v in model.graph.input if v.name not in weights}
+
+
 def attribute_values(node: onnx.NodeProto) -> dict[str, Any]:
     """A node's attributes as Python values (strings decoded, tensors as numpy arrays)."""
     out: dict[str, Any] = {}

@@ -20,7 +20,7 @@ from typing import Any, Generic, TypeVar
 import onnx
 
 from byoc.config import Config
-from byoc.graph import TensorType, tensor_type
+from byoc.graph import TensorType, declared_inputs
 from byoc.inputs import check_inputs
 
 Model = TypeVar("Model")  # what ``build`` makes: a CompiledModel (shapes does not import it)
@@ -48,10 +48,7 @@ class Specializations(Generic[Model]):
         self.config = config
         self.size = size
         self._build = build
-        weights = {t.name for t in source.graph.initializer}
-        self.declared: dict[str, TensorType | None] = {
-            v.name: tensor_type(v.type) for v in source.graph.input if v.name not in weights
-        }
+        self.declared: dict[str, TensorType | None] = declared_inputs(source)
         self._cache: OrderedDict[ShapeKey, Model] = OrderedDict()
         self._lock = threading.Lock()
 
