@@ -6,6 +6,7 @@ import threading
 
 import byoc
 import numpy as np
+import onnx
 import onnxruntime as ort
 import pytest
 from byoc.testing.build import make_model, node
@@ -192,3 +193,39 @@ def test_one_session_runs_identity_copies_of_weights_as_weights():
     x = rng.standard_normal((1, 3, 8, 8)).astype(np.float16)
     want = ort.InferenceSession(m.SerializeToString()).run(None, {"x": x})[0]
     np.testing.assert_array_equal(compiled.run({"x": x})["y"], want)
+
+
+def test_a_segment_onnxruntime_would_refuse_after_byocs_folding_runs() -> None:
+    """byoc folds an If's condition that onnxruntime computed (Size of a static input); the
+    segment's If then is inlined by onnxruntime's own constant folding, and its shape check
+    refuses the Range bound of shape [1] the branch gives, which its kernel runs (ONNX's
+    AffineGrid expansion does this). The segment runs without that pass, as the model does."""
+    from onnx import TensorProto, helper
+
+    def branch(value: int) -> onnx.GraphProto:
+        bound = helper.make_tensor("v", TensorProto.INT64, [1], [value])
+        return helper.make_graph(
+            [helper.make_node("Constant", [], ["d"], value=bound)],
+            "branch",
+            [],
+            [helper.make_tensor_value_info("d", TensorProto.INT64, [1])],
+        )
+
+    model = make_model(
+        [
+            node("Size", ["x"], "n"),
+            node("Equal", ["n", "four"], "c"),
+            node("If", ["c"], "D", then_branch=branch(3), else_branch=branch(2)),
+            node("Range", ["zero", "D", "one"], "r"),
+            node("Cast", ["r"], "f", to=TensorProto.FLOAT),
+            node("ReduceSum", ["x"], "s", keepdims=0),
+            node("Add", ["f", "s"], "y"),
+        ],
+        {"x": [4]},
+        ["y"],
+        {k: np.array(v, np.int64) for k, v in {"four": 4, "zero": 0, "one": 1}.items()},
+    )
+    x = np.arange(4, dtype=np.float32)
+    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    got = byoc.compile(model, {"compile": {"placement": "static"}}).run({"x": x})["y"]
+    np.testing.assert_array_equal(got, want)

@@ -62,9 +62,18 @@ class OrtRuntime:
     """One onnxruntime session over a segment; ``run`` takes and returns arrays in order."""
 
     def __init__(self, model: bytes, config: Mapping[str, Any]) -> None:
-        self.session = ort.InferenceSession(
-            model, session_options(config), providers=["CPUExecutionProvider"]
-        )
+        options, cpu = session_options(config), ["CPUExecutionProvider"]
+        try:
+            self.session = ort.InferenceSession(model, options, providers=cpu)
+        except Exception as exc:
+            if "ShapeInferenceError" not in str(exc):
+                raise
+            # byoc folded a value onnxruntime computed (an If's condition): onnxruntime's own
+            # constant folding then inlines the If, and its shape check refuses what its
+            # kernels run (a Range bound of shape [1]). The segment runs without that pass.
+            self.session = ort.InferenceSession(
+                model, options, providers=cpu, disabled_optimizers=["ConstantFolding"]
+            )
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]
         self._run = raw_run(self.session)

@@ -38,6 +38,31 @@ def test_inference_dropout_is_claimed_and_training_dropout_is_not() -> None:
     assert_matches_onnxruntime(inference, DNNL)
 
 
+@pytest.mark.usefixtures("keep_tiny")
+@pytest.mark.parametrize(
+    ("nodes", "inputs", "words"),
+    [
+        (  # the ratio, a scalar computed at run time, is a partition input the kernel ignores
+            [node("Dropout", ["x", "ratio"], "d"), node("Relu", ["d"], "y")],
+            {"x": [2, 3, 4], "ratio": []},
+            "input 'ratio' is a scalar computed at run time",
+        ),
+        (  # a rank-7 input, a view of it rank 3
+            [node("Reshape", ["x", "s"], "d"), node("Relu", ["d"], "y")],
+            {"x": [2, 1, 3, 1, 2, 1, 2]},
+            "input 'x' has rank 7",
+        ),
+    ],
+)
+def test_inputs_of_rank_0_or_above_6_are_refused(nodes: list, inputs: dict, words: str) -> None:
+    """oneDNN's tensors have ranks 1 to 6: a node reading another rank stays with onnxruntime
+    (it was claimed, and compile failed, as ONNX's node tests found), and the model runs."""
+    model = make_model(nodes, inputs, ["y"], {"s": np.array([2, 6, 2], np.int64)})
+    plan = byoc.partition(model, DNNL)
+    assert words in str(plan.decisions["d"].refusals)
+    assert_matches_onnxruntime(model, DNNL)
+
+
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
 def test_slice_keeps_a_temporal_conv_net_in_one_partition(mode: dict) -> None:
     """A dilated 1-D conv block that pads with Concat and trims with Slice (as TCNs and U-Nets

@@ -364,6 +364,67 @@ def test_topk_ties_break_as_onnx_says(indices_read: bool) -> None:
         np.testing.assert_array_equal(got[name], want[name])
 
 
+def _with_outputs(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx.ModelProto:
+    """The model with its outputs declared float32 of these shapes (as an exporter writes)."""
+    del model.graph.output[:]
+    for name, shape in shapes.items():
+        model.graph.output.append(
+            helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, shape)
+        )
+    return model
+
+
+@pytest.mark.parametrize(
+    ("nodes", "inputs", "shape", "words"),
+    [
+        (  # OpenVINO's Tile of repeats given at run time writes garbage here
+            [node("Tile", ["x", "reps"], "t"), node("Relu", ["t"], "y")],
+            {"x": [2, 3, 4, 5], "reps": (np.int64, [4])},
+            [14, 18, 16, 10],
+            "Tile's input 'reps' is computed at run time",
+        ),
+        (  # OpenVINO compiles an open output shape
+            [node("Reshape", ["x", "s"], "t"), node("Relu", ["t"], "y")],
+            {"x": [2, 3, 4, 5], "s": (np.int64, [2])},
+            [6, 20],
+            "Reshape's input 's' is computed at run time",
+        ),
+        (  # OpenVINO drops the ratio from the compiled model's inputs
+            [node("Dropout", ["x", "ratio"], "t"), node("Relu", ["t"], "y")],
+            {"x": [2, 3, 4, 5], "ratio": []},
+            [2, 3, 4, 5],
+            "Dropout's input 'ratio' is computed at run time",
+        ),
+        (  # ONNX drops the window ceil_mode would add in the padding, OpenVINO keeps it
+            [node("MaxPool", ["x"], "y", kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)],
+            {"x": [1, 1, 2, 2]},
+            [1, 1, 1, 1],
+            "ONNX drops the last window",
+        ),
+    ],
+)
+def test_nodes_openvino_computes_otherwise_stay_on_onnxruntime(
+    nodes: list[onnx.NodeProto], inputs: dict[str, Any], shape: list[int], words: str
+) -> None:
+    """ONNX node tests through OpenVINO found these: each compiled (with `backends` naming
+    openvino, where a partition that fails to compile is an error) and ran wrong or not at
+    all. Each now stays on onnxruntime, with the reason, and the model matches it."""
+    model = _with_outputs(make_model(nodes, inputs, []), {"y": shape})
+    plan = byoc.partition(model, config())
+    first = nodes[0].output[0]
+    assert words in dict(plan.decisions[first].refusals)["openvino"]
+    rng = np.random.default_rng(0)
+    given = {
+        "x": rng.standard_normal(inputs["x"]).astype(np.float32),
+        "reps": np.array([7, 6, 4, 2], np.int64),
+        "s": np.array([6, 20], np.int64),
+        "ratio": np.array(0.5, np.float32),
+    }
+    feed = {k: v for k, v in given.items() if k in inputs}
+    got = byoc.compile(model, config(), inputs=feed).run(feed)["y"]
+    np.testing.assert_allclose(got, _onnxruntime(model, feed)["y"], rtol=1e-6)
+
+
 @pytest.mark.parametrize("by", ["scales", "sizes"])
 def test_resizes_empty_roi_and_scales_mean_not_given_and_stay_openvinos(by: str) -> None:
     """Exporters write Resize's roi (and scales, when sizes are given) as empty constants:

@@ -49,6 +49,10 @@ def static_f32(node: NodeView) -> str | None:
         t = node.input_type(i)
         if t is None or t.dtype is None or t.shape is None:
             return f"the type of input '{name}' is unknown"
+        if t.shape == () and constant(node, i) is None:  # even one the kernel does not read
+            return f"input '{name}' is a scalar computed at run time; ranks 1 to 6 are supported"
+        if len(t.shape) > 6:
+            return f"input '{name}' has rank {len(t.shape)}; ranks 1 to 6 are supported"
         if node.op_type in (*VIEWS, *REDUCE, "Slice", "Split", "Pad", "Resize") and i > 0:
             continue  # shapes, axes, Slice's indices, Split's, Pad's, Resize's sizes: int64
         if node.op_type in ("LSTM", "GRU") and i == 4:
@@ -64,8 +68,6 @@ def static_f32(node: NodeView) -> str | None:
             return f"input '{name}' has a dynamic shape {t}; fix it with [shapes]"
         if 0 in (t.shape or ()):
             return f"input '{name}' is empty (shape {t}); oneDNN needs non-zero dims"
-        if t.shape == () and constant(node, i) is None:
-            return f"input '{name}' is a scalar computed at run time; ranks 1 to 6 are supported"
     for i, name in enumerate(node.outputs):
         if not name:
             continue

@@ -18,8 +18,10 @@ Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; empty tensors; L
 QuantizeLinear, QLinearConv and DynamicQuantizeLinear (``WRONG``); a TopK whose indices are
 read, or that is unsorted (its ties and order are not ONNX's); antialiased Resize, cubic
 Resize excluding outside pixels, Resize keeping the aspect ratio, RoiAlign's max mode,
-AveragePool counting pads and LpPool with ceil_mode, MaxPool's column-major indices, and LSTM
-with peepholes or input_forget (``_variant_reason``).
+AveragePool counting pads and LpPool with ceil_mode, MaxPool and AveragePool whose ceil_mode
+window ONNX drops, MaxPool's column-major indices, and LSTM with peepholes or input_forget
+(``_variant_reason``); an input OpenVINO needs constant (a Reshape's shape, Tile's repeats, a
+Reduce's axes...) computed at run time (``_const_input_reason``).
 """
 
 from __future__ import annotations
@@ -356,6 +358,61 @@ def _topk_order(node: NodeView) -> str | None:
     return None
 
 
+# Inputs OpenVINO needs constant (by op type). Computed at run time, most set the output's
+# shape, and OpenVINO compiles the node with an open one (which the partition's static
+# signature refuses); so does Trilu for its k, Dropout's ratio is dropped from the compiled
+# model's inputs, and Tile writes garbage (repeats (7, 6, 4, 2) over a rank-4 input; OpenVINO
+# 2026.4).
+_CONST_INPUTS: dict[str, tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "ConstantOfShape": (0,),
+    "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (2, 3), "Upsample": (1,),
+    "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "OneHot": (1,), "Range": (0, 1, 2),
+    "TopK": (1,), "CenterCropPad": (1, 2), "Trilu": (1,), "Dropout": (1, 2),
+    **{op: (1,) for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd",
+                           "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
+                           "ReduceSumSquare")},
+}  # fmt: skip
+
+
+def _const_input_reason(node: NodeView) -> str | None:
+    """A node reading an input of ``_CONST_INPUTS`` that is computed at run time."""
+    for i in _CONST_INPUTS.get(node.op_type, ()):
+        if i < len(node.inputs) and node.inputs[i] and node.const(i) is None:
+            return (
+                f"{node.op_type}'s input '{node.inputs[i]}' is computed at run time; OpenVINO "
+                "needs it constant (else it compiles an open output shape)"
+            )
+    return None
+
+
+def _ceil_window_dropped(node: NodeView) -> bool:
+    """A pool with ceil_mode=1 whose last window ceil_mode adds would start past the input and
+    its begin padding: ONNX (and onnxruntime) drop that window, OpenVINO keeps it (a 2x2 input,
+    kernel 1, stride 2: 1x1 against OpenVINO's 2x2). True also when the input shape is not
+    known."""
+    a = node.attrs
+    auto_pad = str(a.get("auto_pad", "NOTSET"))
+    if not int(a.get("ceil_mode", 0)) or auto_pad not in ("NOTSET", "VALID"):
+        return False
+    t = node.input_type(0)
+    if t is None or not t.is_static or t.shape is None:
+        return True
+    spatial = [int(d) for d in t.shape[2:]]  # type: ignore[arg-type]
+    kernel = [int(k) for k in a.get("kernel_shape", [])]
+    n = len(spatial)
+    strides = [int(v) for v in a.get("strides", [1] * n)]
+    dilations = [int(v) for v in a.get("dilations", [1] * n)]
+    pads = [int(v) for v in a.get("pads", [0] * 2 * n)]
+    if auto_pad == "VALID":
+        pads = [0] * 2 * n
+    for j, size in enumerate(spatial):
+        span = size + pads[j] + pads[j + n] - ((kernel[j] - 1) * dilations[j] + 1)
+        out = -(-span // strides[j]) + 1
+        if (out - 1) * strides[j] >= size + pads[j]:
+            return True
+    return False
+
+
 def _variant_reason(node: NodeView) -> str | None:
     """Attribute settings OpenVINO's CPU plugin computes otherwise than onnxruntime (OpenVINO
     2026.4; the conformance suite's ``OP_VARIANTS`` hold them)."""
@@ -382,6 +439,11 @@ def _variant_reason(node: NodeView) -> str | None:
     indices = node.op_type == "MaxPool" and len(node.outputs) > 1 and bool(node.outputs[1])
     if indices and int(a.get("storage_order", 0)):
         return "MaxPool's indices with storage_order=1 (column-major): OpenVINO's count row-major"
+    if node.op_type in ("MaxPool", "AveragePool") and _ceil_window_dropped(node):
+        return (
+            f"{node.op_type} with ceil_mode=1 where ONNX drops the last window (it would start "
+            "in the padding): OpenVINO keeps it, one more output row or column"
+        )
     counted = int(a.get("count_include_pad", 0)) and any(a.get("pads", []))
     if node.op_type == "AveragePool" and int(a.get("ceil_mode", 0)) and counted:
         return (
@@ -396,6 +458,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     if node.op_type in WRONG:
         return WRONG[node.op_type]
     rule = _flattening_axis(node) or _topk_order(node) or _variant_reason(node)
+    rule = rule or _const_input_reason(node)
     rule = rule or _index_reason(node, widths)
     if rule is not None:
         return rule
