@@ -413,6 +413,28 @@ def _ceil_window_dropped(node: NodeView) -> bool:
     return False
 
 
+def _pad_into_deconv(node: NodeView) -> str | None:
+    """OpenVINO folds a zero Pad into the padding of a strided ConvTranspose that reads it,
+    where padding crops: ONNX's 9x9 output comes out 7x7 (a 3x3 input padded by 1, kernel 4,
+    stride 2, pads 2; OpenVINO 2026.4). The Pad stays on onnxruntime."""
+    if node.op_type != "Pad" or node.attrs.get("mode", "constant") != "constant":
+        return None
+    given = len(node.inputs) > 2 and bool(node.inputs[2])
+    value = node.const(2) if given else node.attrs.get("value", 0.0)  # opset < 11: attributes
+    if value is None or np.any(np.asarray(value) != 0):
+        return None
+    graph = node.graph
+    for i in graph.consumers.get(node.outputs[0], ()):
+        reader = graph.nodes[i]
+        strides = next((list(a.ints) for a in reader.attribute if a.name == "strides"), [])
+        if reader.op_type == "ConvTranspose" and any(s > 1 for s in strides):
+            return (
+                f"a zero Pad read by a strided ConvTranspose ('{reader.name}'): OpenVINO folds "
+                "it into the ConvTranspose's padding, which crops (9x9 comes out 7x7)"
+            )
+    return None
+
+
 def _variant_reason(node: NodeView) -> str | None:
     """Attribute settings OpenVINO's CPU plugin computes otherwise than onnxruntime (OpenVINO
     2026.4; the conformance suite's ``OP_VARIANTS`` hold them)."""
@@ -458,7 +480,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     if node.op_type in WRONG:
         return WRONG[node.op_type]
     rule = _flattening_axis(node) or _topk_order(node) or _variant_reason(node)
-    rule = rule or _const_input_reason(node)
+    rule = rule or _const_input_reason(node) or _pad_into_deconv(node)
     rule = rule or _index_reason(node, widths)
     if rule is not None:
         return rule
