@@ -8,7 +8,7 @@ import pytest
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 
-from .helpers import DNNL, claimed, conv_stem, dnnl_step, rand
+from .helpers import DNNL, MODES, claimed, conv_stem, dnnl_step, rand
 
 
 @pytest.mark.parametrize("op", ["Add", "Sub", "Mul", "Div"])
@@ -41,3 +41,30 @@ def test_a_div_by_a_subnormal_is_not_folded_into_the_weights() -> None:
         (conv,) = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
         assert [p["alg"] for p in conv["post_ops"]] == post_ops, divisor
         assert all(np.isfinite(w).all() for w in step.artifact.weights.values()), divisor
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+@pytest.mark.parametrize("shape", [[2, 3, 1, 1], [4, 8, 1], [2, 3, 1, 1, 1], [1, 3, 1, 1]])
+def test_per_channel_binaries_over_a_batch_of_single_values(shape: list[int], mode: dict) -> None:
+    """Mul then Add by per-channel constants over (N > 1, C, 1, ...): oneDNN 3.2's binary
+    primitive applied the Add, fused as a post-op, wrongly (0.2 off; random graphs found it,
+    through an InstanceNormalization of 1x1 images). It is a kernel of its own there."""
+    per_channel = [shape[1]] + [1] * (len(shape) - 2)
+    model = make_model(
+        [
+            node("Relu", ["x"], "r"),
+            node("Mul", ["r", "s"], "m"),
+            node("Add", ["m", "b"], "y"),
+            node("InstanceNormalization", ["x", "scale", "bias"], "i"),
+        ],
+        {"x": shape},
+        ["y", "i"],
+        {
+            "s": rand(*per_channel),
+            "b": rand(*per_channel),
+            "scale": rand(shape[1]),
+            "bias": rand(shape[1]),
+        },
+    )
+    keep = {"backend": {"dnnl": {"prune": False, **mode.get("backend", {}).get("dnnl", {})}}}
+    claimed(assert_matches_onnxruntime(model, {**DNNL, **keep}), "Add")

@@ -275,7 +275,7 @@ class Fuser:
 
     def _channels(self, k: Kernel) -> tuple[int, int]:
         shape = self.low.shape(k.output)
-        axis = len(shape) - 1 if k.kind in ("matmul", "qmatmul") else 1
+        axis = len(shape) - 1 if k.kind in ("matmul", "qmatmul") or len(shape) < 2 else 1
         return axis, shape[axis]
 
     def _fuse(self, k: Kernel, c: Kernel) -> bool:
@@ -315,7 +315,7 @@ class Fuser:
                 k.post_ops.append({"kind": "sum", "input": other})
             else:
                 k.post_ops.append({"kind": "binary", "alg": c.attrs["alg"], "input": other})
-        elif _channel_vector(oshape, axis, channels):  # a bias, or attention's mask
+        elif _channel_vector(oshape, axis, channels) and not _flat_batch(k, out):
             k.post_ops.append({"kind": "binary", "alg": c.attrs["alg"], "input": other})
         else:
             return False
@@ -371,6 +371,13 @@ class Fuser:
         k.inputs[1] = low.new_const(k.inputs[1] or "w", w)
         k.inputs[2] = low.new_const(bias_name or f"{k.output}:bias", bias)
         return True
+
+
+def _flat_batch(k: Kernel, out: tuple[int, ...]) -> bool:
+    """A binary kernel writing (N > 1, C, 1, ...): oneDNN 3.2's binary primitive applies a
+    per-channel binary post-op there wrongly (a Mul then an Add by (1, C, 1, 1) constants over
+    a (2, 3, 1, 1) tensor: 0.2 off; an InstanceNormalization of 1x1 images lowers so)."""
+    return k.kind == "binary" and len(out) > 2 and out[0] > 1 and all(d == 1 for d in out[2:])
 
 
 def _channel_vector(shape: tuple[int, ...], axis: int, channels: int) -> bool:
