@@ -21,7 +21,8 @@ Resize excluding outside pixels, Resize keeping the aspect ratio, RoiAlign's max
 AveragePool counting pads and LpPool with ceil_mode, MaxPool and AveragePool whose ceil_mode
 window ONNX drops, MaxPool's column-major indices, and LSTM with peepholes or input_forget
 (``_variant_reason``); an input OpenVINO needs constant (a Reshape's shape, Tile's repeats, a
-Reduce's axes...) computed at run time (``_const_input_reason``).
+Reduce's axes...) computed at run time (``_const_input_reason``); a zero Pad before a strided
+ConvTranspose and a padded strided 1x1 Conv, whose shapes OpenVINO's own rewrites get wrong.
 """
 
 from __future__ import annotations
@@ -435,6 +436,26 @@ def _pad_into_deconv(node: NodeView) -> str | None:
     return None
 
 
+def _padded_strided_pointwise(node: NodeView) -> str | None:
+    """A 1x1 convolution with a stride and padding: OpenVINO moves the stride in front of it
+    (onto the Relu or LayerNormalization before) and loses the padding (3x9 comes out 4x10,
+    and the compile fails; OpenVINO 2026.4)."""
+    if node.op_type not in ("Conv", "ConvInteger"):
+        return None
+    a = node.attrs
+    kernel = list(a.get("kernel_shape", []))
+    weights = node.input_type(1)
+    if not kernel and weights is not None and weights.shape is not None:
+        kernel = list(weights.shape[2:])
+    strided = any(int(v) > 1 for v in a.get("strides", []))
+    if kernel and all(k == 1 for k in kernel) and strided and any(a.get("pads", [])):
+        return (
+            "a 1x1 convolution with a stride and padding: OpenVINO moves the stride in front "
+            "of it and loses the padding (3x9 comes out 4x10)"
+        )
+    return None
+
+
 def _variant_reason(node: NodeView) -> str | None:
     """Attribute settings OpenVINO's CPU plugin computes otherwise than onnxruntime (OpenVINO
     2026.4; the conformance suite's ``OP_VARIANTS`` hold them)."""
@@ -481,6 +502,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
         return WRONG[node.op_type]
     rule = _flattening_axis(node) or _topk_order(node) or _variant_reason(node)
     rule = rule or _const_input_reason(node) or _pad_into_deconv(node)
+    rule = rule or _padded_strided_pointwise(node)
     rule = rule or _index_reason(node, widths)
     if rule is not None:
         return rule
