@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 import byoc
 import numpy as np
@@ -195,11 +196,10 @@ def test_one_session_runs_identity_copies_of_weights_as_weights():
     np.testing.assert_array_equal(compiled.run({"x": x})["y"], want)
 
 
-def test_a_segment_onnxruntime_would_refuse_after_byocs_folding_runs() -> None:
-    """byoc folds an If's condition that onnxruntime computed (Size of a static input); the
-    segment's If then is inlined by onnxruntime's own constant folding, and its shape check
-    refuses the Range bound of shape [1] the branch gives, which its kernel runs (ONNX's
-    AffineGrid expansion does this). The segment runs without that pass, as the model does."""
+def _if_range() -> onnx.ModelProto:
+    """byoc folds the If's condition (Size of a static input) that onnxruntime computed; its
+    ConstantFolding then inlines the If, and its shape check refuses the Range bound of shape
+    [1] the branch gives, which its kernel runs (ONNX's AffineGrid expansion does this)."""
     from onnx import TensorProto, helper
 
     def branch(value: int) -> onnx.GraphProto:
@@ -211,7 +211,7 @@ def test_a_segment_onnxruntime_would_refuse_after_byocs_folding_runs() -> None:
             [helper.make_tensor_value_info("d", TensorProto.INT64, [1])],
         )
 
-    model = make_model(
+    return make_model(
         [
             node("Size", ["x"], "n"),
             node("Equal", ["n", "four"], "c"),
@@ -225,7 +225,34 @@ def test_a_segment_onnxruntime_would_refuse_after_byocs_folding_runs() -> None:
         ["y"],
         {k: np.array(v, np.int64) for k, v in {"four": 4, "zero": 0, "one": 1}.items()},
     )
-    x = np.arange(4, dtype=np.float32)
-    want = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
-    got = byoc.compile(model, {"compile": {"placement": "static"}}).run({"x": x})["y"]
-    np.testing.assert_array_equal(got, want)
+
+
+def _pad_pool() -> onnx.ModelProto:
+    """onnxruntime's PadFusion folds the Pad into the MaxPool's pads until they reach the
+    kernel, and then refuses the model (random graphs found it)."""
+    return make_model(
+        [
+            node("Pad", ["x", "pads"], "p"),
+            node("MaxPool", ["p"], "y", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        ],
+        {"x": [1, 2, 5, 5]},
+        ["y"],
+        {"pads": np.array([0, 0, 2, 2, 0, 0, 2, 2], np.int64)},
+    )
+
+
+@pytest.mark.parametrize("build", [_if_range, _pad_pool])
+def test_a_segment_onnxruntime_breaks_when_optimizing_runs_unoptimized(
+    build: Callable[[], onnx.ModelProto],
+) -> None:
+    """A segment onnxruntime refuses after its own graph rewrites runs with them off, and
+    compile says so in one line; the outputs are onnxruntime's, unoptimized."""
+    model = build()
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    want = ort.InferenceSession(model.SerializeToString(), options).run(None, {"x": x})[0]
+    with pytest.warns(UserWarning, match="runs unoptimized"):
+        compiled = byoc.compile(model, {"compile": {"placement": "static"}})
+    np.testing.assert_array_equal(compiled.run({"x": x})["y"], want)

@@ -7,6 +7,7 @@ It claims nothing: it runs the segments of the model that no backend claimed. It
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -66,13 +67,20 @@ class OrtRuntime:
         try:
             self.session = ort.InferenceSession(model, options, providers=cpu)
         except Exception as exc:
-            if "ShapeInferenceError" not in str(exc):
-                raise
-            # byoc folded a value onnxruntime computed (an If's condition): onnxruntime's own
-            # constant folding then inlines the If, and its shape check refuses what its
-            # kernels run (a Range bound of shape [1]). The segment runs without that pass.
-            self.session = ort.InferenceSession(
-                model, options, providers=cpu, disabled_optimizers=["ConstantFolding"]
+            # onnxruntime's own graph rewrites can break a segment it would run as written:
+            # its ConstantFolding inlines an If whose condition byoc folded, and its shape
+            # check then refuses a Range bound of shape [1]; its PadFusion folds a Pad into a
+            # MaxPool's pads until they reach the kernel. Unoptimized, the segment runs.
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+            try:
+                self.session = ort.InferenceSession(model, options, providers=cpu)
+            except Exception:
+                raise exc from None
+            first = " ".join(str(exc).split())[:200]
+            warnings.warn(
+                f"onnxruntime could not load a segment it optimized, so it runs unoptimized: "
+                f"{first}",
+                stacklevel=2,
             )
         self.input_names = [i.name for i in self.session.get_inputs()]
         self.output_names = [o.name for o in self.session.get_outputs()]

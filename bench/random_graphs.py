@@ -1,0 +1,413 @@
+"""Random graphs of the ops backends claim, each compiled by one backend and compared with
+onnxruntime: a differential fuzzer, not a timing.
+
+    .venv/bin/python bench/random_graphs.py                          # seeds 0-199, every backend
+    .venv/bin/python bench/random_graphs.py --seeds 1000:1400 --backends dnnl,openvino
+    .venv/bin/python bench/random_graphs.py --seed 345 --backends dnnl --save /tmp/s345.onnx
+
+Each seed makes one NCHW float32 graph of ``--ops`` steps (default 10) drawn from what the
+in-repo backends claim: convolutions (grouped, depthwise, dilated, strided, padded),
+ConvTranspose, pooling (``ceil_mode``, counted pads), BatchNormalization,
+InstanceNormalization, LayerNormalization, activations and spelled-out GELU and Mish, binary
+ops against constants of every broadcast shape and against earlier tensors (residuals),
+Concat, Resize, Pad (constant, reflect, edge), Slice with steps, Transpose, Softmax,
+reductions, MatMul and Gemm, Reshape, Flatten and Unsqueeze, with random shapes (batch 1 or 2,
+odd channel counts and sizes). A graph whose values leave +-1000 (or go non-finite) under
+onnxruntime is skipped: rounding differences there are amplified past any tolerance. Every
+remaining graph is compiled with each backend alone (static placement, pruning off, so every
+partition the backend claims runs on it) and compared with onnxruntime on one input within
+``[compare]``'s tolerance (``byoc.testing.assert_matches_onnxruntime``).
+
+Prints per backend the graphs it passed and failed (a compile error is a failure too), each
+failure with the command that reproduces it, and exits 1 if any failed. Its first runs found:
+dnnl's per-channel binary post-op over (N > 1, C, 1, 1) (wrong), a rank-1 binary kernel's
+follower (a crash), OpenVINO folding a zero Pad into a strided ConvTranspose and moving a padded
+1x1 convolution's stride (wrong shapes). What it still reports (400 seeds, AMD EPYC AVX2, oneDNN
+3.2, OpenVINO 2026.4) is LayerNormalization and InstanceNormalization over rows of nearly equal
+values, where any two float32 implementations differ by 1e-4 to 1e-3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import sys
+import warnings
+from importlib.metadata import entry_points
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+from byoc.testing import assert_matches_onnxruntime
+from onnx import TensorProto, helper, numpy_helper
+
+LIMIT = 1e3  # a graph whose values leave +-LIMIT under onnxruntime is skipped
+Shape = tuple[int, ...]
+ACTIVATIONS = ["Relu", "Sigmoid", "Tanh", "LeakyRelu", "Clip", "HardSwish", "HardSigmoid"]
+ACTIVATIONS += ["Elu", "Abs", "Neg", "Erf", "Softplus", "Sqrt", "Exp", "Gelu", "Mish"]
+
+
+class Graph:
+    """The nodes, constants and value shapes of a graph being drawn."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.nodes: list[onnx.NodeProto] = []
+        self.constants: list[onnx.TensorProto] = []
+        self.shapes: dict[str, Shape] = {}
+
+    def name(self, prefix: str) -> str:
+        return f"{prefix}{len(self.nodes) + len(self.constants)}"
+
+    def const(self, value: Any) -> str:
+        name = self.name("c")
+        self.constants.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def weights(self, *shape: int, scale: float | None = None) -> str:
+        return self.const(self.random(*shape, scale=scale))
+
+    def random(self, *shape: int, scale: float | None = None) -> np.ndarray:
+        fan = math.prod(shape[1:]) if len(shape) > 1 else 1
+        scale = 1 / math.sqrt(fan) if scale is None else scale
+        seed = self.rng.randrange(1 << 30)
+        values = np.random.default_rng(seed).standard_normal(shape) * scale
+        return values.astype(np.float32)
+
+    def add(self, op: str, inputs: list[str], shape: Shape, **attrs: Any) -> str:
+        out = self.name(op.lower())
+        self.nodes.append(helper.make_node(op, inputs, [out], name=out, **attrs))
+        self.shapes[out] = tuple(shape)
+        return out
+
+
+def _activation(g: Graph, t: str, s: Shape) -> str:
+    op = g.rng.choice(ACTIVATIONS)
+    if op == "LeakyRelu":
+        return g.add(op, [t], s, alpha=g.rng.choice([0.01, 0.2]))
+    if op == "Clip":
+        low, high = np.float32(-g.rng.random()), np.float32(g.rng.random() * 6)
+        return g.add(op, [t, g.const(low), g.const(high)], s)
+    if op == "Sqrt":
+        return g.add(op, [g.add("Abs", [t], s)], s)
+    if op == "Exp":
+        return g.add(op, [g.add("Tanh", [t], s)], s)
+    if op == "Gelu":  # as the exporters spell it
+        erf = g.add("Erf", [g.add("Div", [t, g.const(np.float32(math.sqrt(2)))], s)], s)
+        half = g.add("Mul", [t, g.add("Add", [erf, g.const(np.float32(1))], s)], s)
+        return g.add("Mul", [half, g.const(np.float32(0.5))], s)
+    if op == "Mish":
+        return g.add("Mul", [t, g.add("Tanh", [g.add("Softplus", [t], s)], s)], s)
+    return g.add(op, [t], s)
+
+
+def _binary(g: Graph, t: str, s: Shape) -> str:
+    """t against a constant of a broadcast shape (either side), or an earlier tensor."""
+    rng, rank = g.rng, len(s)
+    same = [u for u, us in g.shapes.items() if us == s and u != t]
+    if same and rng.random() < 0.25:
+        return g.add(rng.choice(["Add", "Mul", "Sub"]), [t, rng.choice(same)], s)
+    op = rng.choice(["Add", "Mul", "Sub", "Div", "Max", "Min"])
+    shapes: list[Shape] = [(), s[-1:], (1,) * rank, s]
+    if rank >= 3:
+        shapes += [(s[-3], 1, 1), (1,) * (rank - 3) + (s[-3], 1, 1)]
+    if rank >= 2:
+        shapes += [s[-2:], (s[-2], 1)]
+    shape = rng.choice(shapes)
+    value = g.random(*shape, scale=1.0) if shape else np.float32(rng.uniform(-2, 2))
+    if op == "Div":
+        return g.add(op, [t, g.const(np.abs(value) + 0.5)], s)
+    c = g.const(value)
+    return g.add(op, [t, c] if rng.random() < 0.7 else [c, t], s)
+
+
+def _conv(g: Graph, t: str, s: Shape, kind: str) -> str | None:
+    rng = g.rng
+    n, c, h, w = s
+    k = rng.choice([2, 3, 4] if kind == "deconv" else [1, 3, 5])
+    stride = rng.choice([1, 1, 2])
+    dil = rng.choice([1, 1, 2]) if kind == "conv" else 1
+    pad = rng.choice([0, k // 2, (k * dil) // 2])
+    if kind == "depthwise":
+        group, out = c, c * rng.choice([1, 1, 2])
+    else:
+        group = rng.choice([1, 1, 2]) if c % 2 == 0 else 1
+        out = rng.choice([3, 4, 8, 16, 24, 32])
+        out *= group if out % group else 1
+    bias = [g.weights(out, scale=0.1)] if rng.random() < 0.7 else []
+    attrs: dict[str, Any] = {"kernel_shape": [k, k], "strides": [stride] * 2, "pads": [pad] * 4}
+    if kind == "deconv":
+        extra = rng.choice([0, stride - 1])
+        oh, ow = ((d - 1) * stride - 2 * pad + k + extra for d in (h, w))
+        if not (1 <= oh <= 80 and 1 <= ow <= 80):
+            return None
+        weights = g.weights(c, out // group, k, k)
+        attrs |= {"group": group, "output_padding": [extra] * 2}
+        return g.add("ConvTranspose", [t, weights, *bias], (n, out, oh, ow), **attrs)
+    span = (k - 1) * dil + 1
+    oh, ow = ((d + 2 * pad - span) // stride + 1 for d in (h, w))
+    if oh < 1 or ow < 1:
+        return None
+    weights = g.weights(out, c // group, k, k)
+    attrs |= {"group": group, "dilations": [dil] * 2}
+    return g.add("Conv", [t, weights, *bias], (n, out, oh, ow), **attrs)
+
+
+def _pool(g: Graph, t: str, s: Shape) -> str | None:
+    rng = g.rng
+    op = rng.choice(["MaxPool", "AveragePool"])
+    k, stride = rng.choice([2, 3]), rng.choice([1, 2])
+    pad, ceil = (rng.choice([0, 1]) if k > 2 else 0), rng.choice([0, 0, 1])
+    attrs: dict[str, Any] = {"kernel_shape": [k, k], "strides": [stride] * 2}
+    attrs |= {"pads": [pad] * 4, "ceil_mode": ceil}
+    if op == "AveragePool":
+        attrs["count_include_pad"] = rng.choice([0, 1])
+    dims = []
+    for d in s[2:]:
+        out = (math.ceil if ceil else math.floor)((d + 2 * pad - k) / stride) + 1
+        if ceil and (out - 1) * stride >= d + pad:  # ONNX drops a window starting in the pad
+            out -= 1
+        dims.append(out)
+    return g.add(op, [t], (*s[:2], *dims), **attrs) if min(dims) >= 1 else None
+
+
+def _spatial(g: Graph, t: str, s: Shape, kind: str) -> str | None:
+    """The steps that need an NCHW input."""
+    rng = g.rng
+    n, c, h, w = s
+    if kind in ("conv", "depthwise", "deconv"):
+        return _conv(g, t, s, kind)
+    if kind == "pool":
+        return _pool(g, t, s)
+    if kind == "batchnorm":
+        scale, shift = g.weights(c, scale=1.0), g.weights(c, scale=0.5)
+        mean, var = g.weights(c, scale=0.5), g.const(np.abs(g.random(c, scale=1.0)) + 0.5)
+        return g.add("BatchNormalization", [t, scale, shift, mean, var], s, epsilon=1e-5)
+    if kind == "instancenorm":  # over 8 values or more: fewer are ill-conditioned
+        if h * w < 8:
+            return None
+        return g.add("InstanceNormalization", [t, g.weights(c, scale=1.0), g.weights(c)], s)
+    if kind == "global":
+        return g.add(rng.choice(["GlobalAveragePool", "GlobalMaxPool"]), [t], (n, c, 1, 1))
+    if kind == "concat":
+        peers = [u for u, us in g.shapes.items() if len(us) == 4 and (us[0], *us[2:]) == (n, h, w)]
+        u = rng.choice(peers)
+        return g.add("Concat", [t, u], (n, c + g.shapes[u][1], h, w), axis=1)
+    if kind == "resize":
+        if h * 2 > 64:
+            return None
+        mode = rng.choice(["nearest", "linear"])
+        modes = ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"]
+        attrs = {"mode": mode, "coordinate_transformation_mode": rng.choice(modes)}
+        if mode == "nearest":
+            attrs |= {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+        scales = g.const(np.array([1, 1, 2, 2], np.float32))
+        return g.add("Resize", [t, "", scales], (n, c, h * 2, w * 2), **attrs)
+    if kind == "pad":
+        top, left, bottom, right = (rng.randint(0, 2) for _ in range(4))
+        mode = rng.choice(["constant", "reflect", "edge"])
+        if mode == "reflect" and (max(top, bottom) >= h or max(left, right) >= w):
+            mode = "constant"
+        pads = g.const(np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
+        return g.add("Pad", [t, pads], (n, c, h + top + bottom, w + left + right), mode=mode)
+    if kind == "slice":
+        axis = rng.choice([1, 2, 3])
+        if s[axis] < 2:
+            return None
+        start = rng.randint(0, s[axis] - 2)
+        end, step = rng.randint(start + 1, s[axis]), rng.choice([1, 1, 2])
+        out = list(s)
+        out[axis] = len(range(start, end, step))
+        ints = [g.const(np.array([v], np.int64)) for v in (start, end, axis, step)]
+        return g.add("Slice", [t, *ints], tuple(out))
+    if kind == "transpose":
+        perm = rng.choice([[0, 1, 3, 2], [0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1, 3]])
+        moved = g.add("Transpose", [t], tuple(s[i] for i in perm), perm=perm)
+        if rng.random() < 0.7:  # and back, as layout changes come in pairs
+            return g.add("Transpose", [moved], s, perm=[int(i) for i in np.argsort(perm)])
+        return moved
+    raise AssertionError(kind)
+
+
+def _step(g: Graph, t: str) -> str | None:
+    """One more node (maybe a few) after ``t``, or None when the draw does not fit."""
+    rng, s = g.rng, g.shapes[t]
+    rank = len(s)
+    kinds = ["activation", "binary", "softmax", "reduce", "matmul", "layernorm", "reshape"]
+    if rank == 4:
+        kinds += ["conv", "conv", "depthwise", "deconv", "pool", "batchnorm", "instancenorm"]
+        kinds += ["global", "concat", "resize", "pad", "slice", "transpose"]
+    kind = rng.choice(kinds)
+    if kind == "activation":
+        return _activation(g, t, s)
+    if kind == "binary":
+        return _binary(g, t, s)
+    if rank == 4 and kind not in ("softmax", "reduce", "matmul", "layernorm", "reshape"):
+        return _spatial(g, t, s, kind)
+    if kind == "softmax":  # over an axis of one value: constant, as degenerate as it gets
+        axis = rng.randrange(-rank, rank)
+        op = rng.choice(["Softmax", "LogSoftmax"])
+        return g.add(op, [t], s, axis=axis) if s[axis] > 1 else None
+    if kind == "reduce":
+        if rank < 2:
+            return None
+        op = rng.choice(["ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2"])
+        axes = sorted(rng.sample(range(1, rank), rng.randint(1, rank - 1)))
+        keep = rng.choice([0, 1, 1])
+        out = tuple(1 if i in axes else d for i, d in enumerate(s) if keep or i not in axes)
+        return g.add(op, [t, g.const(np.array(axes, np.int64))], out, keepdims=keep)
+    if kind == "matmul":
+        m = rng.choice([5, 8, 16, 33])
+        if rank == 2 and rng.random() < 0.3:
+            ins = [t, g.weights(m, s[-1]), g.weights(m, scale=0.1)]
+            return g.add("Gemm", ins, (s[0], m), transB=1)
+        y = g.add("MatMul", [t, g.weights(s[-1], m)], (*s[:-1], m))
+        return g.add("Add", [y, g.weights(m, scale=0.1)], g.shapes[y]) if rng.random() < 0.5 else y
+    if kind == "layernorm":
+        ins = [t, g.weights(s[-1], scale=1.0), g.weights(s[-1], scale=1.0)]
+        return g.add("LayerNormalization", ins, s, axis=-1, epsilon=1e-5)
+    if rank == 4:  # reshape
+        if rng.random() < 0.5:
+            return g.add("Flatten", [t], (s[0], math.prod(s[1:])), axis=1)
+        out = (s[0], s[1], s[2] * s[3])
+        return g.add("Reshape", [t, g.const(np.array(out, np.int64))], out)
+    if rank == 3:
+        return g.add("Transpose", [t], (s[0], s[2], s[1]), perm=[0, 2, 1])
+    return g.add("Unsqueeze", [t, g.const(np.array([1], np.int64))], (s[0], 1, *s[1:]))
+
+
+def random_graph(seed: int, steps: int = 10) -> onnx.ModelProto:
+    """The graph of ``seed``: input 'x' (NCHW float32), ``steps`` draws, one or two outputs."""
+    rng = random.Random(seed)
+    g = Graph(rng)
+    shape = (rng.choice([1, 1, 2]), rng.choice([1, 3, 4, 8, 16, 17]))
+    shape += (rng.randint(3, 24), rng.randint(3, 24))
+    g.shapes["x"] = shape
+    t = "x"
+    for _ in range(steps):
+        drawn = None
+        while drawn is None:
+            drawn = _step(g, t)
+        t = drawn
+        if math.prod(g.shapes[t]) > 400_000:
+            break
+    outputs = [t]
+    if len(g.nodes) > 1 and rng.random() < 0.4:
+        outputs.append(rng.choice(g.nodes[:-1]).output[0])
+    values = [
+        helper.make_tensor_value_info(o, TensorProto.FLOAT, list(g.shapes[o]))
+        for o in dict.fromkeys(outputs)
+    ]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    graph = helper.make_graph(g.nodes, f"random{seed}", [x], values, g.constants)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def tame(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
+    """onnxruntime loads the graph (its PadFusion can make pads that reach a MaxPool's kernel,
+    and then it does not), every value it computes is finite and within +-LIMIT, and no
+    LayerNormalization or InstanceNormalization reads (nearly) constant rows: there the result
+    is the bias plus rounding noise divided by sqrt(epsilon), and any two float32
+    implementations differ by 1e-4 to 1e-2."""
+    try:
+        ort.InferenceSession(model.SerializeToString())
+    except Exception:
+        return False
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    known = {o.name for o in probe.graph.output}
+    inferred = onnx.shape_inference.infer_shapes(model).graph.value_info
+    probe.graph.output.extend(v for v in inferred if v.name not in known)
+    names = [o.name for o in probe.graph.output]
+    session = ort.InferenceSession(probe.SerializeToString())
+    values = dict(zip(names, session.run(None, inputs), strict=True))
+    if not all(
+        np.all(np.isfinite(v)) and np.abs(v).max(initial=0) <= LIMIT for v in values.values()
+    ):
+        return False
+    for node in model.graph.node:  # normalizing (nearly) constant rows amplifies rounding
+        if node.op_type in ("LayerNormalization", "InstanceNormalization"):
+            x = values[node.input[0]]
+            rows = (
+                x.reshape(-1, x.shape[-1])
+                if node.op_type == "LayerNormalization"
+                else (x.reshape(x.shape[0] * x.shape[1], -1))
+            )
+            if np.any(rows.std(axis=1) < 1e-3 * (np.abs(rows.mean(axis=1)) + 1e-3)):
+                return False
+    return True
+
+
+def check(seed: int, steps: int, backend: str) -> str | None:
+    """Why the graph of ``seed`` compiled by ``backend`` alone is not onnxruntime's, or None."""
+    model = random_graph(seed, steps)
+    shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+    inputs = {"x": np.random.default_rng(seed).standard_normal(shape).astype(np.float32)}
+    options = {"min_partition_nodes": 1, "prune": False}
+    config = {"backends": [backend], "backend": {backend: options}}
+    try:
+        assert_matches_onnxruntime(model, config, inputs=inputs)
+    except Exception as exc:
+        return f"{type(exc).__name__}: {' '.join(str(exc).split())[:400]}"
+    return None
+
+
+def _seeds(text: str) -> range:
+    low, _, high = text.partition(":")
+    return range(int(low), int(high)) if high else range(int(low), int(low) + 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    installed = sorted(e.name for e in entry_points(group="byoc.backends"))
+    parser.add_argument("--backends", default=",".join(installed), help="comma-separated")
+    parser.add_argument("--seeds", default="0:200", help="A:B (B excluded) or one seed")
+    parser.add_argument("--seed", help="one seed (the same as --seeds N)")
+    parser.add_argument("--ops", type=int, default=10, help="draws per graph")
+    parser.add_argument("--save", help="write the (one) graph to this .onnx file")
+    args = parser.parse_args(argv)
+    warnings.simplefilter("ignore")
+    ort.set_default_logger_severity(3)
+    seeds = _seeds(args.seed or args.seeds)
+    if args.save:
+        onnx.save(random_graph(seeds[0], args.ops), args.save)
+    backends = args.backends.split(",")
+    passed = dict.fromkeys(backends, 0)
+    failures: list[tuple[int, str, str]] = []
+    wild = 0
+    for seed in seeds:
+        model = random_graph(seed, args.ops)
+        shape = [d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim]
+        x = np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
+        if not tame(model, {"x": x}):
+            wild += 1
+            continue
+        for backend in backends:
+            why = check(seed, args.ops, backend)
+            if why is None:
+                passed[backend] += 1
+            else:
+                failures.append((seed, backend, why))
+                print(f"seed {seed} {backend}: {why[:160]}", file=sys.stderr, flush=True)
+    print(
+        f"{len(seeds)} graphs of {args.ops} draws; {wild} skipped (onnxruntime refuses the "
+        f"graph, its values leave +-{LIMIT:g}, or it normalizes constant rows)"
+    )
+    for backend in backends:
+        failed = sum(1 for f in failures if f[1] == backend)
+        print(f"  {backend}: passed {passed[backend]}, failed {failed}")
+    for seed, backend, why in failures:
+        print(f"\nFAIL seed {seed}, {backend}: {why}")
+        print(
+            f"  python bench/random_graphs.py --seed {seed} --ops {args.ops} "
+            f"--backends {backend} --save /tmp/random{seed}.onnx"
+        )
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
