@@ -423,6 +423,24 @@ def _with_outputs(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx.
             [2, 4, 3, 9],
             "a 1x1 convolution with a stride and padding",
         ),
+        (  # OpenVINO broadcasts the per-channel operand along the wrong axis: 1.25 off
+            [
+                node("ReduceMean", ["x"], "t", axes=[-1], keepdims=0),
+                node("Mul", ["t", "per_channel"], "y"),
+            ],
+            {"x": [2, 17, 13]},
+            [2, 17],
+            "a reduction over the last axis of a batch of signals",
+        ),
+        (  # the same, a 1-D conv net's pooling into a BatchNormalization
+            [
+                node("GlobalAveragePool", ["x"], "t"),
+                node("BatchNormalization", ["t", "per_channel", "b17", "m17", "v17"], "y"),
+            ],
+            {"x": [2, 17, 13]},
+            [2, 17, 1],
+            "a reduction over the last axis of a batch of signals",
+        ),
         (  # ONNX drops the window ceil_mode would add in the padding, OpenVINO keeps it
             [node("MaxPool", ["x"], "y", kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)],
             {"x": [1, 1, 2, 2]},
@@ -441,6 +459,10 @@ def test_nodes_openvino_computes_otherwise_stay_on_onnxruntime(
         "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
         "w": np.random.default_rng(1).standard_normal((8, 6, 4, 4)).astype(np.float32),
         "w1": np.random.default_rng(2).standard_normal((4, 8, 1, 1)).astype(np.float32),
+        **{
+            k: np.random.default_rng(3).random(17).astype(np.float32) + 0.5
+            for k in ("per_channel", "b17", "m17", "v17")
+        },
     }
     used = {k: v for k, v in weights.items() if any(k in n.input for n in nodes)}
     model = _with_outputs(make_model(nodes, inputs, [], used), {"y": shape})

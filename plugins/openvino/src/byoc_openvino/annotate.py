@@ -22,7 +22,8 @@ AveragePool counting pads and LpPool with ceil_mode, MaxPool and AveragePool who
 window ONNX drops, MaxPool's column-major indices, and LSTM with peepholes or input_forget
 (``_variant_reason``); an input OpenVINO needs constant (a Reshape's shape, Tile's repeats, a
 Reduce's axes...) computed at run time (``_const_input_reason``); a zero Pad before a strided
-ConvTranspose and a padded strided 1x1 Conv, whose shapes OpenVINO's own rewrites get wrong.
+ConvTranspose and a padded strided 1x1 Conv, whose shapes OpenVINO's own rewrites get wrong;
+a reduction over a batch of signals' last axis read per channel (``_reduced_signal``).
 """
 
 from __future__ import annotations
@@ -456,6 +457,50 @@ def _padded_strided_pointwise(node: NodeView) -> str | None:
     return None
 
 
+_REDUCES = (
+    "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
+    "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
+)  # fmt: skip
+_BINARIES = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu")
+
+
+def _reduced_signal(node: NodeView) -> str | None:
+    """A reduction over the last axis of (N > 1, C, L), read by a binary op against a
+    per-channel operand (the same for every n) or by a BatchNormalization: OpenVINO fuses the
+    pair and broadcasts that operand along the wrong axis (a 1-D conv net's mean over time
+    times a (C, 1) constant: 1.25 off; OpenVINO 2026.4). Rank 4 and full-size operands are
+    right. The reduction stays on onnxruntime."""
+    if node.op_type not in _REDUCES:
+        return None
+    t = node.input_type(0)
+    if t is None or t.shape is None or len(t.shape) != 3 or t.shape[0] == 1:
+        return None
+    if node.op_type.startswith("Reduce"):
+        given = node.const(1) if len(node.inputs) > 1 and node.inputs[1] else None
+        axes = given if given is not None else node.attrs.get("axes", [0, 1, 2])
+        if 2 not in {int(a) % 3 for a in np.asarray(axes).reshape(-1)}:
+            return None
+    graph, out = node.graph, node.outputs[0]
+    rank = len((node.output_type(0) or t).shape or ())
+    for i in graph.consumers.get(out, ()):
+        reader = graph.view(i)
+        per_channel = reader.op_type == "BatchNormalization"
+        if reader.op_type in _BINARIES:
+            for k, name in enumerate(reader.inputs):
+                other = reader.input_type(k) if name != out else None
+                shape = list(other.shape or ()) if other is not None else None
+                if shape is not None and len(shape) <= rank:
+                    shape = [1] * (rank - len(shape)) + shape
+                    per_channel |= shape[0] == 1 and rank > 1 and shape[1] != 1
+        if per_channel:
+            return (
+                f"a reduction over the last axis of a batch of signals read by "
+                f"{reader.op_type} '{reader.name}' per channel: OpenVINO broadcasts that "
+                "operand along the wrong axis (1.25 off)"
+            )
+    return None
+
+
 def _variant_reason(node: NodeView) -> str | None:
     """Attribute settings OpenVINO's CPU plugin computes otherwise than onnxruntime (OpenVINO
     2026.4; the conformance suite's ``OP_VARIANTS`` hold them)."""
@@ -502,7 +547,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
         return WRONG[node.op_type]
     rule = _flattening_axis(node) or _topk_order(node) or _variant_reason(node)
     rule = rule or _const_input_reason(node) or _pad_into_deconv(node)
-    rule = rule or _padded_strided_pointwise(node)
+    rule = rule or _padded_strided_pointwise(node) or _reduced_signal(node)
     rule = rule or _index_reason(node, widths)
     if rule is not None:
         return rule
