@@ -5,8 +5,9 @@ onnxruntime: a differential fuzzer, not a timing.
     .venv/bin/python bench/random_graphs.py --seeds 1000:1400 --backends dnnl,openvino
     .venv/bin/python bench/random_graphs.py --seed 345 --backends dnnl --save /tmp/s345.onnx
 
-Each seed makes one NCHW float32 graph of ``--ops`` steps (default 10) drawn from what the
-in-repo backends claim: convolutions (grouped, depthwise, dilated, strided, padded),
+Each seed makes one float32 graph of ``--ops`` steps (default 10) over a signal (N, C, L), an
+image (N, C, H, W) or a volume (N, C, D, H, W), drawn from what the in-repo backends claim:
+convolutions (grouped, depthwise, dilated, strided, padded),
 ConvTranspose, pooling (``ceil_mode``, counted pads), BatchNormalization,
 InstanceNormalization, LayerNormalization, activations and spelled-out GELU and Mish, binary
 ops against constants of every broadcast shape and against earlier tensors (residuals),
@@ -22,9 +23,10 @@ Prints per backend the graphs it passed and failed (a compile error is a failure
 failure with the command that reproduces it, and exits 1 if any failed. Its first runs found:
 dnnl's per-channel binary post-op over (N > 1, C, 1, 1) (wrong), a rank-1 binary kernel's
 follower (a crash), OpenVINO folding a zero Pad into a strided ConvTranspose and moving a padded
-1x1 convolution's stride (wrong shapes). What it still reports (400 seeds, AMD EPYC AVX2, oneDNN
-3.2, OpenVINO 2026.4) is LayerNormalization and InstanceNormalization over rows of nearly equal
-values, where any two float32 implementations differ by 1e-4 to 1e-3.
+1x1 convolution's stride (wrong shapes), OpenVINO's reduction over a batch of signals read per
+channel (wrong), and onnxruntime's PadFusion making pads that reach a MaxPool's kernel. With
+those fixed, seeds 500 to 999 pass on every backend (471 graphs each, 29 skipped; AMD EPYC
+AVX2, oneDNN 3.2, OpenVINO 2026.4, onnxruntime 1.31.1; about 10 minutes on 2 cores).
 """
 
 from __future__ import annotations
@@ -125,7 +127,8 @@ def _binary(g: Graph, t: str, s: Shape) -> str:
 
 def _conv(g: Graph, t: str, s: Shape, kind: str) -> str | None:
     rng = g.rng
-    n, c, h, w = s
+    n, c, *space = s
+    dims = len(space)
     k = rng.choice([2, 3, 4] if kind == "deconv" else [1, 3, 5])
     stride = rng.choice([1, 1, 2])
     dil = rng.choice([1, 1, 2]) if kind == "conv" else 1
@@ -137,46 +140,49 @@ def _conv(g: Graph, t: str, s: Shape, kind: str) -> str | None:
         out = rng.choice([3, 4, 8, 16, 24, 32])
         out *= group if out % group else 1
     bias = [g.weights(out, scale=0.1)] if rng.random() < 0.7 else []
-    attrs: dict[str, Any] = {"kernel_shape": [k, k], "strides": [stride] * 2, "pads": [pad] * 4}
+    attrs: dict[str, Any] = {"kernel_shape": [k] * dims, "strides": [stride] * dims}
+    attrs["pads"] = [pad] * 2 * dims
     if kind == "deconv":
         extra = rng.choice([0, stride - 1])
-        oh, ow = ((d - 1) * stride - 2 * pad + k + extra for d in (h, w))
-        if not (1 <= oh <= 80 and 1 <= ow <= 80):
+        sizes = [(d - 1) * stride - 2 * pad + k + extra for d in space]
+        if not all(1 <= d <= 80 for d in sizes):
             return None
-        weights = g.weights(c, out // group, k, k)
-        attrs |= {"group": group, "output_padding": [extra] * 2}
-        return g.add("ConvTranspose", [t, weights, *bias], (n, out, oh, ow), **attrs)
+        weights = g.weights(c, out // group, *[k] * dims)
+        attrs |= {"group": group, "output_padding": [extra] * dims}
+        return g.add("ConvTranspose", [t, weights, *bias], (n, out, *sizes), **attrs)
     span = (k - 1) * dil + 1
-    oh, ow = ((d + 2 * pad - span) // stride + 1 for d in (h, w))
-    if oh < 1 or ow < 1:
+    sizes = [(d + 2 * pad - span) // stride + 1 for d in space]
+    if min(sizes) < 1:
         return None
-    weights = g.weights(out, c // group, k, k)
-    attrs |= {"group": group, "dilations": [dil] * 2}
-    return g.add("Conv", [t, weights, *bias], (n, out, oh, ow), **attrs)
+    weights = g.weights(out, c // group, *[k] * dims)
+    attrs |= {"group": group, "dilations": [dil] * dims}
+    return g.add("Conv", [t, weights, *bias], (n, out, *sizes), **attrs)
 
 
 def _pool(g: Graph, t: str, s: Shape) -> str | None:
     rng = g.rng
+    dims = len(s) - 2
     op = rng.choice(["MaxPool", "AveragePool"])
     k, stride = rng.choice([2, 3]), rng.choice([1, 2])
     pad, ceil = (rng.choice([0, 1]) if k > 2 else 0), rng.choice([0, 0, 1])
-    attrs: dict[str, Any] = {"kernel_shape": [k, k], "strides": [stride] * 2}
-    attrs |= {"pads": [pad] * 4, "ceil_mode": ceil}
+    attrs: dict[str, Any] = {"kernel_shape": [k] * dims, "strides": [stride] * dims}
+    attrs |= {"pads": [pad] * 2 * dims, "ceil_mode": ceil}
     if op == "AveragePool":
         attrs["count_include_pad"] = rng.choice([0, 1])
-    dims = []
+    sizes = []
     for d in s[2:]:
         out = (math.ceil if ceil else math.floor)((d + 2 * pad - k) / stride) + 1
         if ceil and (out - 1) * stride >= d + pad:  # ONNX drops a window starting in the pad
             out -= 1
-        dims.append(out)
-    return g.add(op, [t], (*s[:2], *dims), **attrs) if min(dims) >= 1 else None
+        sizes.append(out)
+    return g.add(op, [t], (*s[:2], *sizes), **attrs) if min(sizes) >= 1 else None
 
 
 def _spatial(g: Graph, t: str, s: Shape, kind: str) -> str | None:
-    """The steps that need an NCHW input."""
+    """The steps that need an (N, C, spatial...) input: 1-D, 2-D or 3-D."""
     rng = g.rng
-    n, c, h, w = s
+    n, c, *space = s
+    rank = len(s)
     if kind in ("conv", "depthwise", "deconv"):
         return _conv(g, t, s, kind)
     if kind == "pool":
@@ -186,34 +192,39 @@ def _spatial(g: Graph, t: str, s: Shape, kind: str) -> str | None:
         mean, var = g.weights(c, scale=0.5), g.const(np.abs(g.random(c, scale=1.0)) + 0.5)
         return g.add("BatchNormalization", [t, scale, shift, mean, var], s, epsilon=1e-5)
     if kind == "instancenorm":  # over 8 values or more: fewer are ill-conditioned
-        if h * w < 8:
+        if math.prod(space) < 8:
             return None
         return g.add("InstanceNormalization", [t, g.weights(c, scale=1.0), g.weights(c)], s)
     if kind == "global":
-        return g.add(rng.choice(["GlobalAveragePool", "GlobalMaxPool"]), [t], (n, c, 1, 1))
+        op = rng.choice(["GlobalAveragePool", "GlobalMaxPool"])
+        return g.add(op, [t], (n, c, *[1] * len(space)))
     if kind == "concat":
-        peers = [u for u, us in g.shapes.items() if len(us) == 4 and (us[0], *us[2:]) == (n, h, w)]
+        peers = [u for u, us in g.shapes.items() if (us[0], *us[2:]) == (n, *space)]
         u = rng.choice(peers)
-        return g.add("Concat", [t, u], (n, c + g.shapes[u][1], h, w), axis=1)
+        return g.add("Concat", [t, u], (n, c + g.shapes[u][1], *space), axis=1)
     if kind == "resize":
-        if h * 2 > 64:
+        if max(space) * 2 > 64 or math.prod(space) * 8 > 50_000:
             return None
         mode = rng.choice(["nearest", "linear"])
         modes = ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"]
         attrs = {"mode": mode, "coordinate_transformation_mode": rng.choice(modes)}
         if mode == "nearest":
             attrs |= {"coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
-        scales = g.const(np.array([1, 1, 2, 2], np.float32))
-        return g.add("Resize", [t, "", scales], (n, c, h * 2, w * 2), **attrs)
+        scales = g.const(np.array([1, 1, *[2] * len(space)], np.float32))
+        return g.add("Resize", [t, "", scales], (n, c, *[d * 2 for d in space]), **attrs)
     if kind == "pad":
-        top, left, bottom, right = (rng.randint(0, 2) for _ in range(4))
+        begin = [rng.randint(0, 2) for _ in space]
+        end = [rng.randint(0, 2) for _ in space]
         mode = rng.choice(["constant", "reflect", "edge"])
-        if mode == "reflect" and (max(top, bottom) >= h or max(left, right) >= w):
+        if mode == "reflect" and any(
+            max(b, e) >= d for b, e, d in zip(begin, end, space, strict=True)
+        ):
             mode = "constant"
-        pads = g.const(np.array([0, 0, top, left, 0, 0, bottom, right], np.int64))
-        return g.add("Pad", [t, pads], (n, c, h + top + bottom, w + left + right), mode=mode)
+        pads = g.const(np.array([0, 0, *begin, 0, 0, *end], np.int64))
+        sizes = [d + b + e for d, b, e in zip(space, begin, end, strict=True)]
+        return g.add("Pad", [t, pads], (n, c, *sizes), mode=mode)
     if kind == "slice":
-        axis = rng.choice([1, 2, 3])
+        axis = rng.randrange(1, rank)
         if s[axis] < 2:
             return None
         start = rng.randint(0, s[axis] - 2)
@@ -223,7 +234,7 @@ def _spatial(g: Graph, t: str, s: Shape, kind: str) -> str | None:
         ints = [g.const(np.array([v], np.int64)) for v in (start, end, axis, step)]
         return g.add("Slice", [t, *ints], tuple(out))
     if kind == "transpose":
-        perm = rng.choice([[0, 1, 3, 2], [0, 2, 3, 1], [0, 3, 1, 2], [0, 2, 1, 3]])
+        perm = [0, *rng.sample(range(1, rank), rank - 1)]
         moved = g.add("Transpose", [t], tuple(s[i] for i in perm), perm=perm)
         if rng.random() < 0.7:  # and back, as layout changes come in pairs
             return g.add("Transpose", [moved], s, perm=[int(i) for i in np.argsort(perm)])
@@ -236,7 +247,7 @@ def _step(g: Graph, t: str) -> str | None:
     rng, s = g.rng, g.shapes[t]
     rank = len(s)
     kinds = ["activation", "binary", "softmax", "reduce", "matmul", "layernorm", "reshape"]
-    if rank == 4:
+    if 3 <= rank <= 5:  # as (N, C, spatial...)
         kinds += ["conv", "conv", "depthwise", "deconv", "pool", "batchnorm", "instancenorm"]
         kinds += ["global", "concat", "resize", "pad", "slice", "transpose"]
     kind = rng.choice(kinds)
@@ -244,7 +255,7 @@ def _step(g: Graph, t: str) -> str | None:
         return _activation(g, t, s)
     if kind == "binary":
         return _binary(g, t, s)
-    if rank == 4 and kind not in ("softmax", "reduce", "matmul", "layernorm", "reshape"):
+    if 3 <= rank <= 5 and kind not in ("softmax", "reduce", "matmul", "layernorm", "reshape"):
         return _spatial(g, t, s, kind)
     if kind == "softmax":  # over an axis of one value: constant, as degenerate as it gets
         axis = rng.randrange(-rank, rank)
@@ -268,22 +279,29 @@ def _step(g: Graph, t: str) -> str | None:
     if kind == "layernorm":
         ins = [t, g.weights(s[-1], scale=1.0), g.weights(s[-1], scale=1.0)]
         return g.add("LayerNormalization", ins, s, axis=-1, epsilon=1e-5)
-    if rank == 4:  # reshape
+    if rank >= 4:  # reshape
         if rng.random() < 0.5:
             return g.add("Flatten", [t], (s[0], math.prod(s[1:])), axis=1)
-        out = (s[0], s[1], s[2] * s[3])
+        out = (*s[:-2], s[-2] * s[-1])
         return g.add("Reshape", [t, g.const(np.array(out, np.int64))], out)
-    if rank == 3:
+    if rank == 3 and rng.random() < 0.5:
         return g.add("Transpose", [t], (s[0], s[2], s[1]), perm=[0, 2, 1])
-    return g.add("Unsqueeze", [t, g.const(np.array([1], np.int64))], (s[0], 1, *s[1:]))
+    axis = 1 if rank == 2 else rank  # a row becomes a 1-D signal, a signal an image
+    out = (s[0], 1, *s[1:]) if rank == 2 else (*s, 1)
+    return g.add("Unsqueeze", [t, g.const(np.array([axis], np.int64))], out)
 
 
 def random_graph(seed: int, steps: int = 10) -> onnx.ModelProto:
-    """The graph of ``seed``: input 'x' (NCHW float32), ``steps`` draws, one or two outputs."""
+    """The graph of ``seed``: input 'x' (float32, rank 3 to 5), ``steps`` draws, one or two
+    outputs."""
     rng = random.Random(seed)
     g = Graph(rng)
     shape = (rng.choice([1, 1, 2]), rng.choice([1, 3, 4, 8, 16, 17]))
-    shape += (rng.randint(3, 24), rng.randint(3, 24))
+    spatial = rng.choice([1, 2, 2, 2, 3])  # a signal, an image, a volume
+    if spatial == 1:
+        shape += (rng.randint(3, 200),)
+    else:
+        shape += tuple(rng.randint(3, 24 if spatial == 2 else 10) for _ in range(spatial))
     g.shapes["x"] = shape
     t = "x"
     for _ in range(steps):
@@ -324,7 +342,7 @@ def tame(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
     probe.graph.output.extend(v for v in inferred if v.name not in known)
     names = [o.name for o in probe.graph.output]
     session = ort.InferenceSession(probe.SerializeToString())
-    values = dict(zip(names, session.run(None, inputs), strict=True))
+    values = {**inputs, **dict(zip(names, session.run(None, inputs), strict=True))}
     if not all(
         np.all(np.isfinite(v)) and np.abs(v).max(initial=0) <= LIMIT for v in values.values()
     ):
@@ -337,7 +355,8 @@ def tame(model: onnx.ModelProto, inputs: dict[str, np.ndarray]) -> bool:
                 if node.op_type == "LayerNormalization"
                 else (x.reshape(x.shape[0] * x.shape[1], -1))
             )
-            if np.any(rows.std(axis=1) < 1e-3 * (np.abs(rows.mean(axis=1)) + 1e-3)):
+            flat = rows.std(axis=1) < 1e-3 * (np.abs(rows.mean(axis=1)) + 1e-3)
+            if rows.shape[1] > 1 and np.any(flat):  # one value is its own mean, exactly
                 return False
     return True
 
