@@ -12,8 +12,9 @@ ConvTranspose, pooling (``ceil_mode``, counted pads), BatchNormalization,
 InstanceNormalization, LayerNormalization, activations and spelled-out GELU and Mish, binary
 ops against constants of every broadcast shape and against earlier tensors (residuals),
 Concat, Resize, Pad (constant, reflect, edge), Slice with steps, Transpose, Softmax,
-reductions, MatMul and Gemm, Reshape, Flatten and Unsqueeze, with random shapes (batch 1 or 2,
-odd channel counts and sizes). A graph whose values leave +-1000 (or go non-finite) under
+reductions, MatMul and Gemm, Reshape, Flatten and Unsqueeze, and multi-head self-attention as
+the exporters write it (fused QKV and Split or three products, heads by Reshape and Transpose,
+a padding mask), with random shapes (batch 1 or 2, odd channel counts and sizes). A graph whose values leave +-1000 (or go non-finite) under
 onnxruntime is skipped: rounding differences there are amplified past any tolerance. Every
 remaining graph is compiled with each backend alone (static placement, pruning off, so every
 partition the backend claims runs on it) and compared with onnxruntime on one input within
@@ -242,6 +243,42 @@ def _spatial(g: Graph, t: str, s: Shape, kind: str) -> str | None:
     raise AssertionError(kind)
 
 
+def _attention(g: Graph, t: str, s: Shape) -> str | None:
+    """Multi-head self-attention over (N, T, D) as the exporters write it: Q, K and V
+    products (fused into one and Split, or three), heads by Reshape and Transpose, scaled
+    scores, maybe an additive mask, Softmax, the context back to (N, T, D), an output product.
+    """
+    rng = g.rng
+    n, tokens, dim = s
+    heads = rng.choice([h for h in (1, 2, 4, 8) if dim % h == 0])
+    d = dim // heads
+    if rng.random() < 0.5:  # fused QKV, then Split
+        qkv = g.add("MatMul", [t, g.weights(dim, 3 * dim)], (n, tokens, 3 * dim))
+        sizes = g.const(np.array([dim] * 3, np.int64))
+        outs = [g.name("split") + s for s in ("q", "k", "v")]
+        g.nodes.append(helper.make_node("Split", [qkv, sizes], outs, axis=-1, name=outs[0]))
+        for o in outs:
+            g.shapes[o] = (n, tokens, dim)
+        q, k, v = outs
+    else:
+        q, k, v = (g.add("MatMul", [t, g.weights(dim, dim)], s) for _ in range(3))
+    split = g.const(np.array([n, tokens, heads, d], np.int64))
+    q, k, v = (g.add("Reshape", [x, split], (n, tokens, heads, d)) for x in (q, k, v))
+    q, v = (g.add("Transpose", [x], (n, heads, tokens, d), perm=[0, 2, 1, 3]) for x in (q, v))
+    k = g.add("Transpose", [k], (n, heads, d, tokens), perm=[0, 2, 3, 1])
+    scores = g.add("MatMul", [q, k], (n, heads, tokens, tokens))
+    scores = g.add("Mul", [scores, g.const(np.float32(1 / math.sqrt(d)))], g.shapes[scores])
+    if rng.random() < 0.5:  # a padding mask: 0 or a large negative value per key
+        mask = np.where(g.random(n, 1, 1, tokens) > -1, 0, -1e4).astype(np.float32)
+        scores = g.add("Add", [scores, g.const(mask)], g.shapes[scores])
+    probs = g.add("Softmax", [scores], g.shapes[scores], axis=-1)
+    context = g.add("MatMul", [probs, v], (n, heads, tokens, d))
+    context = g.add("Transpose", [context], (n, tokens, heads, d), perm=[0, 2, 1, 3])
+    merged = g.const(np.array([n, tokens, dim], np.int64))
+    context = g.add("Reshape", [context, merged], s)
+    return g.add("MatMul", [context, g.weights(dim, dim)], s)
+
+
 def _step(g: Graph, t: str) -> str | None:
     """One more node (maybe a few) after ``t``, or None when the draw does not fit."""
     rng, s = g.rng, g.shapes[t]
@@ -250,7 +287,11 @@ def _step(g: Graph, t: str) -> str | None:
     if 3 <= rank <= 5:  # as (N, C, spatial...)
         kinds += ["conv", "conv", "depthwise", "deconv", "pool", "batchnorm", "instancenorm"]
         kinds += ["global", "concat", "resize", "pad", "slice", "transpose"]
+    if rank == 3:
+        kinds += ["attention"]
     kind = rng.choice(kinds)
+    if kind == "attention":
+        return _attention(g, t, s) if s[-1] <= 256 and s[1] <= 256 else None
     if kind == "activation":
         return _activation(g, t, s)
     if kind == "binary":
