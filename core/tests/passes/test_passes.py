@@ -124,6 +124,35 @@ def test_prune_regions_unlabels_small_regions_and_says_why():
     assert by_check.regions == ((0, 1),) and by_check.refusals[3] == (("B", "pruned: dull"),)
 
 
+def test_a_region_reading_only_constants_is_pruned_whatever_the_rule():
+    """A DequantizeLinear of a weight whose reader another backend (or onnxruntime) took is a
+    region of its own that computes a constant: it goes back to onnxruntime, which folds it
+    once (dnnl could not even build it; random quantized graphs found it). A random draw
+    reads nothing either, and stays."""
+    model = make_model(
+        [
+            node("DequantizeLinear", ["wq", "scale", "zero"], "w"),
+            node("Add", ["x", "w"], "y"),
+            node("RandomUniform", [], "u", shape=[4]),
+            node("Add", ["y", "u"], "z"),
+        ],
+        {"x": [2, 4]},
+        ["z"],
+        constants={
+            "wq": np.arange(4, dtype=np.int8),
+            "scale": np.float32(0.5),
+            "zero": np.int8(0),
+        },
+    )
+    graph = Graph(model)
+    state = PassState(graph, ("A", None, "A", None), regions=((0,), (2,)))
+    after = prune_regions(state, {"A": PruneRule()})
+    assert after.regions == ((2,),)
+    assert after.refusals[0] == (
+        ("A", "pruned: it computes only constants, which onnxruntime folds once"),
+    )
+
+
 def test_an_internal_failure_names_the_pass_and_byoc_errors_pass_through():
     def broken(state: PassState) -> PassState:
         raise KeyError("x")

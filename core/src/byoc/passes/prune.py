@@ -1,4 +1,5 @@
-"""Pruning: regions too small (or refused by their backend's prune) go back to the fallback."""
+"""Pruning: regions too small, computing only constants, or refused by their backend's prune go
+back to the fallback."""
 
 from __future__ import annotations
 
@@ -29,7 +30,9 @@ def prune_regions(state: PassState, rules: Mapping[str, PruneRule]) -> PassState
         assert backend is not None, "a region of unlabelled nodes"
         rule = rules[backend]
         reason = None
-        if len(nodes) < rule.min_nodes:
+        if _from_constants(state.graph, nodes):
+            reason = "pruned: it computes only constants, which onnxruntime folds once"
+        elif len(nodes) < rule.min_nodes:
             reason = (
                 f"pruned: its partition has {len(nodes)} node(s), fewer than "
                 f"min_partition_nodes = {rule.min_nodes}"
@@ -46,3 +49,17 @@ def prune_regions(state: PassState, rules: Mapping[str, PruneRule]) -> PassState
     return dataclasses.replace(
         state, labels=tuple(labels), regions=tuple(kept), refusals=state.refused(refusals)
     )
+
+
+def _from_constants(graph: Any, nodes: tuple[int, ...]) -> bool:
+    """Whether the region reads nothing but constants (a DequantizeLinear of a weight whose
+    reader went to another backend): its outputs are constants too. A node that reads nothing
+    and is no Constant (a random draw) is not."""
+    made = {o for i in nodes for o in graph.nodes[i].output}
+    for i in nodes:
+        node = graph.nodes[i]
+        if not any(node.input) and node.op_type != "Constant":
+            return False
+        if any(n and n not in made and not graph.is_constant(n) for n in node.input):
+            return False
+    return True
