@@ -487,9 +487,13 @@ def _reduced_signal(node: NodeView) -> str | None:
         per_channel = reader.op_type == "BatchNormalization"
         if reader.op_type in _BINARIES:
             for k, name in enumerate(reader.inputs):
-                other = reader.input_type(k) if name != out else None
-                shape = list(other.shape or ()) if other is not None else None
-                if shape is not None and len(shape) <= rank:
+                if name == out:
+                    continue
+                other = reader.input_type(k)
+                if other is None or other.shape is None:  # in real exports: full-size ones
+                    continue
+                shape = list(other.shape)
+                if len(shape) <= rank:
                     shape = [1] * (rank - len(shape)) + shape
                     per_channel |= shape[0] == 1 and rank > 1 and shape[1] != 1
         if per_channel:
