@@ -435,6 +435,39 @@ def test_statically_quantized_convolutions_run_in_int8_between_u8_tensors(
     np.testing.assert_array_equal(again.run({"x": x})["y"], y)
 
 
+def test_a_dense_layer_of_s8_integers_equals_onnxruntime_as_written(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """A QDQ dense layer of s8 integers (``quantize_static``'s int8 activations) by int8
+    weights, one product per output value: its output equals onnxruntime's run of the graph as
+    written to one quantum. Without VNNI oneDNN halves the weights of an s8 source (odd ones
+    round), and there the layer is refused with that reason."""
+    rng = np.random.default_rng(3)
+    c = {
+        "s": np.float32(0.05),
+        "z": np.int8(0),
+        "w": rng.integers(-127, 128, (1, 16)).astype(np.int8),
+        "ws": np.float32(0.02),
+        "os": np.float32(0.013),
+    }
+    nodes = [
+        node("QuantizeLinear", ["x", "s", "z"], "xq"),
+        node("DequantizeLinear", ["xq", "s", "z"], "xd"),
+        node("DequantizeLinear", ["w", "ws", "z"], "wd"),
+        node("MatMul", ["xd", "wd"], "m"),
+        node("QuantizeLinear", ["m", "os", "z"], "mq"),
+        node("DequantizeLinear", ["mq", "os", "z"], "y"),
+    ]
+    model = make_model(nodes, {"x": [2, 16, 1]}, ["y"], c)
+    x = rng.standard_normal((2, 16, 1)).astype(np.float32) * 2
+    config = {"backends": ["dnnl"], "backend": {"dnnl": {"min_partition_nodes": 1}}}
+    report = assert_matches_onnxruntime(model, config, {"x": x}, rtol=0, atol=0.013 * 1.01)
+    (as_written,) = run_as_written(model, {"x": x})
+    y = byoc.compile(model, config).run({"x": x})["y"]
+    np.testing.assert_allclose(y, as_written, rtol=0, atol=0.013 * 1.01)
+    reasons = [r for d in report.plan.decisions.values() for _, r in d.refusals]
+    halved = any("halves the weights of an s8 source" in r for r in reasons)
+    assert halved == (not int8_vnni()), reasons
+
+
 @pytest.mark.parametrize(
     ("damage", "message"),
     [

@@ -221,7 +221,10 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
     in 16 bits, which saturates. A dense layer of int8 weights without a zero point pairs the
     same products as MLAS's u8 x s8 kernel and saturates alike; a convolution (onnxruntime's
     im2col pairs other products), shifted uint8 weights (onnxruntime multiplies u8 x u8 in
-    16 bits, without saturating) and weights with a zero point do not."""
+    16 bits, without saturating) and weights with a zero point do not. Nor does a dense layer
+    of s8 integers (``quantize_static``'s int8 activations): oneDNN halves its weights to keep
+    the pairs from saturating, which rounds odd weights (2 to 8 steps off on one output
+    value in three, with a single product per value)."""
     kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
     refused: dict[str, str] = {}
     for k, impl in runtime.implementations():
@@ -231,14 +234,17 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
         kernel = kernels[k]
         paired = kernel["kind"] == "qmatmul" and len(kernel["inputs"]) == 4
         if kernel["kind"] not in ("qconv", "qmatmul") or (
-            paired and not kernel["attrs"].get("uint8")
+            paired and not kernel["attrs"].get("uint8") and not kernel["attrs"].get("s8")
         ):
             continue
+        why = (
+            "halves the weights of an s8 source, which rounds them"
+            if kernel["attrs"].get("s8")
+            else "adds pairs of u8 x s8 products in 16 bits, which saturate where "
+            "onnxruntime's do not"
+        )
         for member in kernel.get("members", []):
-            refused[member] = (
-                f"without VNNI oneDNN's int8 kernel ({impl}: {kernel['name']}) adds pairs of "
-                "u8 x s8 products in 16 bits, which saturate where onnxruntime's do not"
-            )
+            refused[member] = f"without VNNI oneDNN's int8 kernel ({impl}: {kernel['name']}) {why}"
     return refused
 
 
