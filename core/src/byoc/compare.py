@@ -111,10 +111,10 @@ class CompareReport:
         lines.append(
             f"{verdict}: |byoc - onnxruntime| <= {self.atol:g} + {self.rtol:g} * |onnxruntime|"
             + (" + twice onnxruntime's own spread" if spread else "")
-            + (" + one quantum" if any(o.quantum for o in spread) else "")
+            + (" + rounding ties" if any(o.quantum for o in spread) else "")
         )
         for o in spread:
-            step = f"; its values are steps of {o.quantum:.3g}, one allowed" if o.quantum else ""
+            step = f"; rounding ties may move it {o.quantum:.3g}, allowed" if o.quantum else ""
             lines.append(
                 f"  {o.name}: onnxruntime's optimized and unoptimized runs differ by "
                 f"{o.spread:.3g}{step} (fused kernels and sums in another order round "

@@ -17,6 +17,14 @@ from byoc.errors import ModelError
 SUBGRAPH_OPS = frozenset({"If", "Loop", "Scan"})
 # Ops whose output holds values of their first input only, placed otherwise (none computes).
 MOVES = frozenset({"Expand", "Flatten", "Identity", "Reshape", "Squeeze", "Transpose", "Unsqueeze"})
+# Ops whose every output value is a copy, a maximum or a convex combination of input values, so
+# they move it no more than their (data) inputs move (``Graph.quantum``); of _FIRST_ONLY the
+# first input is the data, the rest pads, indices or sizes.
+_NO_GAIN = frozenset(
+    {"AveragePool", "Concat", "GlobalAveragePool", "GlobalMaxPool", "MaxPool", "Pad", "Relu"}
+    | {"Resize", "Slice", "Split", "Upsample"}
+)
+_FIRST_ONLY = frozenset({"Pad", "Resize", "Slice", "Split", "Upsample"})
 # Ops whose result is folded to a constant when every input is constant ("int8 behind Cast").
 _FOLDABLE = frozenset(
     {
@@ -391,21 +399,51 @@ class Graph:
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise ModelError(f"node '{node.name}' ({node.op_type}) of constants: {exc}") from None
 
-    def quantum(self, name: str) -> float:
-        """The step between the values of ``name`` when a DequantizeLinear writes them (through
-        ops that only move values): its largest constant scale; 0 otherwise."""
-        while name in self.producer:
-            node = self.nodes[self.producer[name]]
-            if node.op_type == "DequantizeLinear":
-                scale = self.constant(node.input[1]) if len(node.input) > 1 else None
-                if scale is None or not scale.size:
-                    return 0.0
-                step = float(np.max(np.abs(scale.astype(np.float64))))
-                return step if math.isfinite(step) else 0.0
-            if node.op_type not in MOVES or not node.input:
-                return 0.0
-            name = node.input[0]
-        return 0.0
+    def quantum(self, name: str, seen: dict[str, float] | None = None) -> float:
+        """How far rounding ties may move ``name`` when a DequantizeLinear writes it (through
+        ops that only move values): its largest constant scale, the step between its values
+        (a sum taken in another order may round a tie at its QuantizeLinear the other way),
+        plus the quantum its QuantizeLinear's input carries from the DequantizeLinears before
+        it through ops that do not amplify a difference (``_NO_GAIN``: a copy, a maximum or
+        a convex combination of their inputs): a tie there moves a value one step, and
+        neither that op nor the next quantization makes the move larger than that. 0 when
+        no DequantizeLinear writes it."""
+        seen = {} if seen is None else seen
+        if name in seen:
+            return seen[name]
+        seen[name] = 0.0  # a cycle (none in a valid graph) carries nothing
+        node = self._producer_node(name)
+        while node is not None and node.op_type in MOVES and node.input:
+            node = self._producer_node(node.input[0])
+        if node is None or node.op_type != "DequantizeLinear":
+            return 0.0
+        scale = self.constant(node.input[1]) if len(node.input) > 1 else None
+        step = float(np.max(np.abs(scale.astype(np.float64)))) if scale is not None else 0.0
+        if scale is None or not scale.size or not math.isfinite(step):
+            return 0.0
+        quantize = self._producer_node(node.input[0])
+        if quantize is not None and quantize.op_type == "QuantizeLinear":
+            step += self._carried(quantize.input[0], seen)
+        seen[name] = step
+        return step
+
+    def _carried(self, name: str, seen: dict[str, float]) -> float:
+        """The quantum ``name`` carries: a DequantizeLinear's (``quantum``), or the largest
+        of the inputs of an op that does not amplify their differences; 0 otherwise."""
+        node = self._producer_node(name)
+        if node is None:
+            return 0.0
+        if node.op_type in MOVES or node.op_type == "DequantizeLinear":
+            return self.quantum(name, seen)
+        mode = next((a.s for a in node.attribute if a.name == "mode"), b"")
+        if node.op_type not in _NO_GAIN or mode == b"cubic":  # cubic weights leave [0, 1]
+            return 0.0
+        inputs = node.input[:1] if node.op_type in _FIRST_ONLY else node.input
+        return max((self._carried(i, seen) for i in inputs if i), default=0.0)
+
+    def _producer_node(self, name: str) -> onnx.NodeProto | None:
+        index = self.producer.get(name)
+        return None if index is None else self.nodes[index]
 
     def type_of(self, name: str) -> TensorType | None:
         if name not in self._types and name in self._constant_values:

@@ -691,7 +691,7 @@ class Placer:
                 f"output '{name}' differs from onnxruntime's on the measurement inputs "
                 f"({detail}; [compare] rtol = {rtol:g}, atol = {atol:g}, plus twice the "
                 f"{wide.spread:.3g} that onnxruntime's optimized and unoptimized runs differ by"
-                + (f", plus one quantum, {wide.quantum:.3g}" if wide.quantum else "")
+                + (f", plus the {wide.quantum:.3g} ties may move it" if wide.quantum else "")
                 + ")"
             )
         return None
