@@ -497,6 +497,33 @@ def test_damaged_u8_tensors_are_refused_when_loaded(damage: str, message: str, t
         plugin.byoc_create_runtime("dnnl", Artifact(json.dumps(graph), step.artifact.weights), {})
 
 
+def test_a_dequantized_constant_stays_in_the_partition_reading_it_when_another_is_pruned() -> None:
+    """The DequantizeLinear of a constant scalar read by a region that is pruned (too small)
+    and by a dnnl partition that is kept: the partition gets its own copy, onnxruntime's
+    segment its own; the scalar is no partition's input (dnnl's runtime takes none: a
+    statically quantized DistilBERT failed to compile with "unsupported shape []" once
+    dnnl refused its int8 layers)."""
+    c = {"w": rand(32, 32, 3, 3) / 32, "b": rand(32), "q": np.uint8(7), "s": np.float32(0.5)}
+    nodes = [
+        node("DequantizeLinear", ["q", "s"], "three"),
+        node("Add", ["x", "three"], "a1"),
+        node("Sin", ["a1"], "s1"),
+        node("Conv", ["s1", "w", "b"], "c2", pads=[1, 1, 1, 1]),
+        node("Add", ["c2", "three"], "a2"),
+        node("Relu", ["a2"], "y"),
+    ]
+    model = make_model(nodes, {"x": [1, 32, 32, 32]}, ["y"], c)
+    config = {
+        **DNNL,
+        "compile": {"placement": "static"},
+        "backend": {"dnnl": {"min_partition_nodes": 3}},
+    }
+    report = assert_matches_onnxruntime(model, config)
+    (part,) = [p for p in report.plan.partitions if p.backend == "dnnl"]
+    assert "three" not in part.inputs and "three" not in part.outputs
+    assert "c2" in {n for n in part.model.graph.node for n in n.output}
+
+
 def test_a_dequantized_constant_read_by_two_partitions_is_copied_into_each() -> None:
     """A DequantizeLinear of a constant scalar read by Adds in two dnnl partitions (an
     onnxruntime op between them) is copied into both, as a constant node is: neither partition

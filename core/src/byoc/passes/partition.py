@@ -64,9 +64,10 @@ def _copy_dequantized_constants(
     graph: Graph, regions: list[tuple[str, list[int]]]
 ) -> tuple[list[tuple[str, list[int]]], set[int]]:
     """A DequantizeLinear of constants (a QDQ model's weights, biases and scalars) that a backend
-    claimed is copied into every region of that backend reading it, and dropped from a region
-    that does not: like a constant node, it never makes a partition input, however the regions
-    were cut. Returns the regions and the copied nodes (they depend on nothing)."""
+    claimed is copied into every region reading it, of that backend or of the fallback, and
+    dropped from a region that does not: like a constant node, it never makes a partition
+    input, however the regions were cut. Returns the regions and the copied nodes (they depend
+    on nothing)."""
     region_of = {node: r for r, (_, nodes) in enumerate(regions) for node in nodes}
     members = [set(nodes) for _, nodes in regions]
     copies: set[int] = set()
@@ -79,7 +80,7 @@ def _copy_dequantized_constants(
         if (
             value in graph.outputs
             or not all(graph.is_constant(n) for n in node.input if n)
-            or any(t is None or regions[t][0] != regions[r][0] for t in readers)
+            or any(t is None or regions[t][0] not in (regions[r][0], FALLBACK) for t in readers)
         ):
             continue
         for t in readers:

@@ -21,10 +21,13 @@ class PruneRule:
 
 
 def prune_regions(state: PassState, rules: Mapping[str, PruneRule]) -> PassState:
-    """Keep the regions their backend's rule accepts; unlabel the others' nodes, saying why."""
+    """Keep the regions their backend's rule accepts; unlabel the others' nodes, saying why,
+    but for a DequantizeLinear of constants that a kept region of the same backend reads too:
+    it stays, a region of its own, which PartitionGraph copies into each region reading it."""
     labels = list(state.labels)
     kept: list[tuple[int, ...]] = []
     refusals: list[tuple[int, str, str]] = []
+    dropped: list[tuple[tuple[int, ...], str]] = []
     for nodes in state.regions:
         backend = labels[nodes[0]]
         assert backend is not None, "a region of unlabelled nodes"
@@ -42,8 +45,19 @@ def prune_regions(state: PassState, rules: Mapping[str, PruneRule]) -> PassState
             reason = f"pruned: {pruned}" if pruned else None
         if reason is None:
             kept.append(nodes)
-            continue
+        else:
+            dropped.append((nodes, reason))
+    graph = state.graph
+    held = {i for nodes in kept for i in nodes}
+    for nodes, reason in dropped:
+        backend = labels[nodes[0]]
         for i in nodes:
+            readers = graph.consumers.get(graph.nodes[i].output[0], [])
+            if _dequantized_constant(graph, i) and any(
+                r in held and labels[r] == backend for r in readers
+            ):
+                kept.append((i,))
+                continue
             labels[i] = None
             refusals.append((i, backend, reason))
     return dataclasses.replace(
@@ -63,3 +77,8 @@ def _from_constants(graph: Any, nodes: tuple[int, ...]) -> bool:
         if any(n and n not in made and not graph.is_constant(n) for n in node.input):
             return False
     return True
+
+
+def _dequantized_constant(graph: Any, i: int) -> bool:
+    node = graph.nodes[i]
+    return node.op_type == "DequantizeLinear" and all(graph.is_constant(n) for n in node.input if n)
