@@ -27,7 +27,7 @@ def prune_regions(state: PassState, rules: Mapping[str, PruneRule]) -> PassState
     labels = list(state.labels)
     kept: list[tuple[int, ...]] = []
     refusals: list[tuple[int, str, str]] = []
-    dropped: list[tuple[tuple[int, ...], str]] = []
+    dropped: list[tuple[tuple[int, ...], str, str]] = []
     for nodes in state.regions:
         backend = labels[nodes[0]]
         assert backend is not None, "a region of unlabelled nodes"
@@ -46,11 +46,10 @@ def prune_regions(state: PassState, rules: Mapping[str, PruneRule]) -> PassState
         if reason is None:
             kept.append(nodes)
         else:
-            dropped.append((nodes, reason))
+            dropped.append((nodes, backend, reason))
     graph = state.graph
     held = {i for nodes in kept for i in nodes}
-    for nodes, reason in dropped:
-        backend = labels[nodes[0]]
+    for nodes, backend, reason in dropped:
         for i in nodes:
             readers = graph.consumers.get(graph.nodes[i].output[0], [])
             if _dequantized_constant(graph, i) and any(
