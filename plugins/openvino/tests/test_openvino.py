@@ -290,6 +290,46 @@ def test_quantize_linear_stays_on_onnxruntime() -> None:
     np.testing.assert_array_equal(got["q"], want["q"])
 
 
+@pytest.mark.parametrize("between", ["", "Identity", "Transpose"])
+def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
+    between: str, tmp_path: Path
+) -> None:
+    """Concat, QuantizeLinear, DequantizeLinear, then a QuantizeLinear of that (directly, or
+    through an Identity or a Transpose by the identity): OpenVINO 2026.4 crashes the process
+    (a segfault) on such a graph, in ``query_model`` and in compiling. byoc cuts that
+    QuantizeLinear from the graph it shows OpenVINO (and refuses it), and the model matches
+    onnxruntime. In a child process, so that a crash fails this test, not the run."""
+    nodes = [
+        node("Concat", ["x", "x"], "c", axis=1),
+        node("QuantizeLinear", ["c", "s", "z"], "q"),
+        node("DequantizeLinear", ["q", "s", "z"], "d"),
+    ]
+    if between == "Identity":
+        nodes.append(node("Identity", ["d"], "m"))
+    elif between == "Transpose":
+        nodes.append(node("Transpose", ["d"], "m", perm=[0, 1, 2]))
+    nodes += [
+        node("QuantizeLinear", ["m" if between else "d", "s", "z"], "q2"),
+        node("DequantizeLinear", ["q2", "s", "z"], "d2"),
+        node("Relu", ["d2"], "y"),
+    ]
+    constants = {"s": np.float32(0.006), "z": np.uint8(10)}
+    onnx.save(make_model(nodes, {"x": [1, 16, 1]}, ["y"], constants), tmp_path / "m.onnx")
+    script = (
+        "import byoc, sys\n"
+        f"config = {config()!r}\n"
+        f"report = byoc.compare({str(tmp_path / 'm.onnx')!r}, config)\n"
+        "assert 'openvino' in dict(report.plan.decisions['q2'].refusals)\n"
+        "assert report.passed, report.table()\n"
+        "assert any(p.backend == 'openvino' for p in report.plan.partitions)\n"
+    )
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+
+
 def test_qlinearconv_stays_on_onnxruntime() -> None:
     """OpenVINO's QLinearConv with per-channel weight scales (quantize_static's default) is
     off onnxruntime's exact integer result by up to dozens of steps; it runs on onnxruntime."""

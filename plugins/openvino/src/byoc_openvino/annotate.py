@@ -457,6 +457,34 @@ def _padded_strided_pointwise(node: NodeView) -> str | None:
     return None
 
 
+_NO_OPS = ("Identity", "Dropout", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
+
+
+def requantization(node: NodeView) -> str | None:
+    """A QuantizeLinear of a DequantizeLinear's output (directly, or through ops that change
+    nothing: an Identity, a Transpose by the identity, a Reshape to the same shape): after a
+    Concat, OpenVINO 2026.4's CPU plugin crashes the process on it (a segfault in
+    ``query_model`` and in compiling), so it is cut from the graph before OpenVINO sees it
+    (a QuantizeLinear never runs on OpenVINO anyway: ``WRONG``)."""
+    if node.op_type != "QuantizeLinear":
+        return None
+    graph, name = node.graph, node.inputs[0]
+    while (i := graph.producer.get(name)) is not None:
+        maker = graph.view(i)
+        if maker.op_type == "DequantizeLinear":
+            return (
+                "it quantizes a DequantizeLinear's output again: after a Concat, OpenVINO's "
+                f"{DEVICE} plugin crashes the process on that (a segfault)"
+            )
+        before, after = maker.input_type(0), maker.output_type(0)
+        same = before is not None and after is not None and before.shape == after.shape
+        perm = maker.attrs.get("perm")
+        if maker.op_type not in _NO_OPS or not same or (perm and list(perm) != sorted(perm)):
+            return None
+        name = maker.inputs[0]
+    return None
+
+
 _REDUCES = (
     "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
     "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
@@ -629,7 +657,11 @@ class Support:
     def _query(self) -> None:
         graph = self.graph
         model = graph.model
-        cut: set[str] = set()
+        for i in range(len(graph.nodes)):  # never shown to OpenVINO: it would crash
+            node = graph.view(i)
+            if (why := requantization(node)) is not None:
+                self.reasons[node.name] = why
+        cut = set(self.reasons)
         for _ in range(_MAX_ROUNDS):
             part = model if not cut else _without(graph, cut)
             try:
