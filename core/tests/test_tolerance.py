@@ -83,3 +83,16 @@ def test_rounding_ties_carry_through_ops_that_do_not_amplify(op: str, quantum: f
     a Resize's: two of its steps)."""
     assert Graph(_requantized(op)).quantum("y") == pytest.approx(quantum)
     assert Graph(_requantized(op)).quantum("c") == 0.0  # no DequantizeLinear writes it
+
+
+def test_a_long_chain_before_a_quantization_is_not_a_recursion_error() -> None:
+    """3000 Relus between two QuantizeLinears: the quantum stops looking back (the output's
+    own step), where Python's recursion would have ended with an error."""
+    nodes = [node("Relu", ["x" if i == 0 else f"r{i - 1}"], f"r{i}") for i in range(3000)]
+    nodes += [
+        node("QuantizeLinear", ["r2999", "s", "z"], "q"),
+        node("DequantizeLinear", ["q", "s", "z"], "y"),
+    ]
+    constants = {"s": np.float32(0.05), "z": np.uint8(128)}
+    model = make_model(nodes, {"x": [1, 4]}, ["y"], constants)
+    assert Graph(model).quantum("y") == pytest.approx(0.05)

@@ -427,11 +427,12 @@ class Graph:
         seen[name] = step
         return step
 
-    def _carried(self, name: str, seen: dict[str, float]) -> float:
+    def _carried(self, name: str, seen: dict[str, float], depth: int = 0) -> float:
         """The quantum ``name`` carries: a DequantizeLinear's (``quantum``), or the largest
-        of the inputs of an op that does not amplify their differences; 0 otherwise."""
+        of the inputs of an op that does not amplify their differences; 0 otherwise (and
+        past 100 ops or quantizations, short of Python's recursion limit)."""
         node = self._producer_node(name)
-        if node is None:
+        if node is None or depth + len(seen) > 100:
             return 0.0
         if node.op_type in MOVES or node.op_type == "DequantizeLinear":
             return self.quantum(name, seen)
@@ -439,7 +440,7 @@ class Graph:
         if node.op_type not in _NO_GAIN or mode == b"cubic":  # cubic weights leave [0, 1]
             return 0.0
         inputs = node.input[:1] if node.op_type in _FIRST_ONLY else node.input
-        return max((self._carried(i, seen) for i in inputs if i), default=0.0)
+        return max((self._carried(i, seen, depth + 1) for i in inputs if i), default=0.0)
 
     def _producer_node(self, name: str) -> onnx.NodeProto | None:
         index = self.producer.get(name)
