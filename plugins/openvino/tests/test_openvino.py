@@ -290,15 +290,16 @@ def test_quantize_linear_stays_on_onnxruntime() -> None:
     np.testing.assert_array_equal(got["q"], want["q"])
 
 
-@pytest.mark.parametrize("between", ["", "Identity", "Transpose"])
+@pytest.mark.parametrize("between", ["", "Identity", "Transpose", "Slice"])
 def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
     between: str, tmp_path: Path
 ) -> None:
     """Concat, QuantizeLinear, DequantizeLinear, then a QuantizeLinear of that (directly, or
-    through an Identity or a Transpose by the identity): OpenVINO 2026.4 crashes the process
-    (a segfault) on such a graph, in ``query_model`` and in compiling. byoc cuts that
-    QuantizeLinear from the graph it shows OpenVINO (and refuses it), and the model matches
-    onnxruntime. In a child process, so that a crash fails this test, not the run."""
+    through an op OpenVINO removes: an Identity, a Transpose by the identity, a Slice of
+    everything): OpenVINO 2026.4 crashes the process (a segfault) on such a graph, in
+    ``query_model`` and in compiling. byoc cuts every QuantizeLinear from the graph it shows
+    OpenVINO (none runs there), and the model matches onnxruntime. In a child process, so that
+    a crash fails this test, not the run."""
     nodes = [
         node("Concat", ["x", "x"], "c", axis=1),
         node("QuantizeLinear", ["c", "s", "z"], "q"),
@@ -308,12 +309,16 @@ def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
         nodes.append(node("Identity", ["d"], "m"))
     elif between == "Transpose":
         nodes.append(node("Transpose", ["d"], "m", perm=[0, 1, 2]))
+    elif between == "Slice":  # of everything
+        nodes.append(node("Slice", ["d", "zero", "big", "one"], "m"))
     nodes += [
         node("QuantizeLinear", ["m" if between else "d", "s", "z"], "q2"),
         node("DequantizeLinear", ["q2", "s", "z"], "d2"),
         node("Relu", ["d2"], "y"),
     ]
     constants = {"s": np.float32(0.006), "z": np.uint8(10)}
+    if between == "Slice":
+        constants |= {k: np.array([v], np.int64) for k, v in (("zero", 0), ("big", 99), ("one", 1))}
     onnx.save(make_model(nodes, {"x": [1, 16, 1]}, ["y"], constants), tmp_path / "m.onnx")
     script = (
         "import byoc, sys\n"

@@ -457,34 +457,6 @@ def _padded_strided_pointwise(node: NodeView) -> str | None:
     return None
 
 
-_NO_OPS = ("Identity", "Dropout", "Transpose", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
-
-
-def requantization(node: NodeView) -> str | None:
-    """A QuantizeLinear of a DequantizeLinear's output (directly, or through ops that change
-    nothing: an Identity, a Transpose by the identity, a Reshape to the same shape): after a
-    Concat, OpenVINO 2026.4's CPU plugin crashes the process on it (a segfault in
-    ``query_model`` and in compiling), so it is cut from the graph before OpenVINO sees it
-    (a QuantizeLinear never runs on OpenVINO anyway: ``WRONG``)."""
-    if node.op_type != "QuantizeLinear":
-        return None
-    graph, name = node.graph, node.inputs[0]
-    while (i := graph.producer.get(name)) is not None:
-        maker = graph.view(i)
-        if maker.op_type == "DequantizeLinear":
-            return (
-                "it quantizes a DequantizeLinear's output again: after a Concat, OpenVINO's "
-                f"{DEVICE} plugin crashes the process on that (a segfault)"
-            )
-        before, after = maker.input_type(0), maker.output_type(0)
-        same = before is not None and after is not None and before.shape == after.shape
-        perm = maker.attrs.get("perm")
-        if maker.op_type not in _NO_OPS or not same or (perm and list(perm) != sorted(perm)):
-            return None
-        name = maker.inputs[0]
-    return None
-
-
 _REDUCES = (
     "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
     "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
@@ -657,11 +629,8 @@ class Support:
     def _query(self) -> None:
         graph = self.graph
         model = graph.model
-        for i in range(len(graph.nodes)):  # never shown to OpenVINO: it would crash
-            node = graph.view(i)
-            if (why := requantization(node)) is not None:
-                self.reasons[node.name] = why
-        cut = set(self.reasons)
+        cut = _never_shown(graph)
+        self.reasons.update((name, WRONG[graph.nodes[graph.index[name]].op_type]) for name in cut)
         for _ in range(_MAX_ROUNDS):
             part = model if not cut else _without(graph, cut)
             try:
@@ -713,6 +682,15 @@ class Support:
                 self.reasons[name] = f"{NOT_SUPPORTED} (its {kinds} op(s))"
             else:
                 self.reasons[name] = None
+
+
+def _never_shown(graph: Any) -> set[str]:
+    """The nodes cut from the graph OpenVINO is asked about: every QuantizeLinear. None would
+    run on OpenVINO (``WRONG``), and OpenVINO 2026.4 crashes the process (a segfault in
+    ``query_model`` and in compiling) on a Concat, QuantizeLinear, DequantizeLinear, then a
+    QuantizeLinear of that, directly or through an op it removes (an Identity, a Transpose by
+    the identity, a Slice of everything): no list of such ops can be complete."""
+    return {n.name for n in graph.nodes if n.op_type == "QuantizeLinear"}
 
 
 def _without(graph: Any, cut: set[str]) -> onnx.ModelProto:
