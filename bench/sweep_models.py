@@ -23,6 +23,8 @@ batch 1, fixed shapes; text models take ``SEQ`` tokens of a ``VOCAB``-word vocab
 * ``ts-qdq``, ...: ``quant_pre_process`` then ``quantize_static`` of that export (QDQ,
   per-channel int8 weights, uint8 activations, 8 seeded random calibration batches).
 * ``ts-qop``: the same in the QOperator format (QLinearConv, and onnxruntime's QLinearAdd...).
+* ``ts-qdqs8``: ``quantize_static`` with its defaults after the same ``quant_pre_process``
+  (QDQ, int8 activations and weights, per tensor), as a user who passes no options gets.
 * ``ts-fp16``: the model in half precision, TorchScript export.
 
 Each is checked as bench/exported_models.py checks its own (``onnx.checker`` full check, then
@@ -56,7 +58,7 @@ import exported_models  # beside this file; imports nothing outside the standard
 
 SEQ, VOCAB = 32, 1000  # text models: tokens per input, vocabulary
 PADDING = 6  # of the SEQ tokens, the last are padding (attention mask 0)
-QUANTIZED = ("int8dyn", "qdq", "qop")
+QUANTIZED = ("int8dyn", "qdq", "qop", "qdqs8")
 
 
 @dataclass(frozen=True)
@@ -201,7 +203,7 @@ def _resnet18_fpn() -> Any:
     "distilbert",
     "DistilBERT: 2 layers, dim 256, 4 heads",
     TOKENS,
-    "ts dynamo ts-dyn dynamo-op21 dynamo-int8dyn ts-qdq",
+    "ts dynamo ts-dyn dynamo-op21 dynamo-int8dyn ts-qdq ts-qdqs8",
     TOKENS_DYN,
 )
 def build_distilbert() -> Any:
@@ -416,7 +418,7 @@ def build_lraspp() -> Any:
     "ssdlite",
     "torchvision ssdlite320_mobilenet_v3_large, 21 classes: backbone and heads",
     _image(320),
-    "ts dynamo ts-op11",
+    "ts dynamo ts-op11 ts-qdqs8",
 )
 def build_ssdlite() -> Any:
     from torchvision.models.detection import ssdlite320_mobilenet_v3_large
@@ -525,7 +527,7 @@ def build_squeezenet() -> Any:
     return torchvision.models.squeezenet1_1(weights=None)
 
 
-@recipe("mnasnet", "torchvision mnasnet0_5", _image(224), "ts ts-qdq ts-qop")
+@recipe("mnasnet", "torchvision mnasnet0_5", _image(224), "ts ts-qdq ts-qop ts-qdqs8")
 def build_mnasnet() -> Any:
     import torchvision
 
@@ -623,7 +625,7 @@ def build_wav2vec2() -> Any:
     "crnn",
     "CRNN text recogniser: 6 conv+BN+ReLU, 2-layer BiLSTM of 96, 37 classes, 32x320 grey",
     {"image": ([1, 1, 32, 320], "float32")},
-    "ts dynamo dynamo-dyn ts-op11 ts-fp16",
+    "ts dynamo dynamo-dyn ts-op11 ts-fp16 ts-qdqs8",
     Dynamic({"image": {0: "batch", 3: "width"}}, {"image": [2, 1, 32, 200]}),
 )
 def build_crnn() -> Any:
@@ -951,7 +953,8 @@ def export(
 def quantize(spec: Spec, kind: str, source: Path, target: Path) -> None:
     """``int8dyn``: quantize_dynamic. ``qdq``: quant_pre_process (BN folded into Conv), then
     quantize_static (QDQ, per-channel U8S8) calibrated on 8 seeded random batches; ``qop``:
-    the same in the QOperator format (QLinearConv, com.microsoft QLinearAdd...)."""
+    the same in the QOperator format (QLinearConv, com.microsoft QLinearAdd...); ``qdqs8``:
+    quantize_static's defaults (QDQ, S8S8 per tensor)."""
     import numpy as np
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -981,15 +984,18 @@ def quantize(spec: Spec, kind: str, source: Path, target: Path) -> None:
     pre = target.with_suffix(".pre.onnx")
     try:
         quant_pre_process(source, pre, skip_symbolic_shape=True)  # no sympy needed
-        quantize_static(
-            pre,
-            target,
-            Batches(),
-            quant_format=QuantFormat.QOperator if kind == "qop" else QuantFormat.QDQ,
-            per_channel=True,
-            activation_type=QuantType.QUInt8,
-            weight_type=QuantType.QInt8,
-        )
+        if kind == "qdqs8":
+            quantize_static(pre, target, Batches())
+        else:
+            quantize_static(
+                pre,
+                target,
+                Batches(),
+                quant_format=QuantFormat.QOperator if kind == "qop" else QuantFormat.QDQ,
+                per_channel=True,
+                activation_type=QuantType.QUInt8,
+                weight_type=QuantType.QInt8,
+            )
     finally:
         pre.unlink(missing_ok=True)
 
