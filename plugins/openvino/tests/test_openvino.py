@@ -6,6 +6,8 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import subprocess
+import sys
 import weakref
 import zipfile
 from concurrent.futures import ThreadPoolExecutor
@@ -321,16 +323,13 @@ def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
         constants |= {k: np.array([v], np.int64) for k, v in (("zero", 0), ("big", 99), ("one", 1))}
     onnx.save(make_model(nodes, {"x": [1, 16, 1]}, ["y"], constants), tmp_path / "m.onnx")
     script = (
-        "import byoc, sys\n"
+        "import byoc\n"
         f"config = {config()!r}\n"
         f"report = byoc.compare({str(tmp_path / 'm.onnx')!r}, config)\n"
         "assert 'openvino' in dict(report.plan.decisions['q2'].refusals)\n"
         "assert report.passed, report.table()\n"
         "assert any(p.backend == 'openvino' for p in report.plan.partitions)\n"
     )
-    import subprocess
-    import sys
-
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
 
