@@ -334,6 +334,29 @@ def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
 
 
+def test_a_node_read_only_by_a_quantize_linear_is_still_asked_about() -> None:
+    """OpenVINO's frontend cannot convert a MaxPool whose kernel (2, ceil_mode) exceeds its
+    1x1 input; only a QuantizeLinear (cut from the graph OpenVINO is asked about) reads it.
+    The MaxPool's output stays an output of that graph, so OpenVINO converts it and says
+    no; had it been dropped as dead code, the DequantizeLinear's op, whose output bears the
+    MaxPool's name (as quantize_static names them), answered for it, and the compile failed
+    (a quantized random graph, seed 331)."""
+    nodes = [
+        node("GlobalMaxPool", ["x"], "g"),
+        node("MaxPool", ["g"], "p_in", name="p", kernel_shape=[2, 2], strides=[2, 2], ceil_mode=1),
+        node("QuantizeLinear", ["p_in", "s", "z"], "q"),
+        node("DequantizeLinear", ["q", "s", "z"], "p", name="dq"),
+    ]
+    constants = {"s": np.float32(0.05), "z": np.uint8(128)}
+    model = make_model(nodes, {"x": [2, 4, 3, 3]}, ["p"], constants)
+    table = config(min_partition_nodes=1, prune=False)
+    refusals = dict(byoc.partition(model, table).decisions["p"].refusals)
+    assert "cannot convert it" in refusals["openvino"], refusals
+    x = np.random.default_rng(0).standard_normal((2, 4, 3, 3)).astype(np.float32)
+    got = byoc.compile(model, table).run({"x": x})["p"]
+    np.testing.assert_array_equal(got, _onnxruntime(model, {"x": x})["p"])
+
+
 def test_qlinearconv_stays_on_onnxruntime() -> None:
     """OpenVINO's QLinearConv with per-channel weight scales (quantize_static's default) is
     off onnxruntime's exact integer result by up to dozens of steps; it runs on onnxruntime."""

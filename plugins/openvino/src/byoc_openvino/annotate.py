@@ -694,12 +694,20 @@ def _never_shown(graph: Any) -> set[str]:
 
 
 def _without(graph: Any, cut: set[str]) -> onnx.ModelProto:
-    """The model without the nodes in ``cut``: what they made becomes graph inputs."""
+    """The model without the nodes in ``cut``: what they made becomes graph inputs, and what
+    they read graph outputs (else OpenVINO drops the nodes making it unasked, and their
+    answers were taken from ops of other names)."""
     model = onnx.ModelProto()
     model.CopyFrom(graph.model)
     g = model.graph
     kept = [n for n in g.node if n.name not in cut]
     made = {out for n in g.node if n.name in cut for out in n.output if out}
+    wanted = {x for n in g.node if n.name in cut for x in n.input if x}
+    returned = {o.name for o in g.output}
+    for n in kept:
+        outputs = [o for o in n.output if o in wanted and o not in returned]
+        g.output.extend(helper.make_empty_tensor_value_info(o) for o in outputs)
+        returned.update(outputs)
     del g.node[:]
     g.node.extend(kept)
     read = {x for n in kept for x in n.input} | {o.name for o in g.output}
