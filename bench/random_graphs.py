@@ -45,7 +45,13 @@ openvino pass all 180, ccompiler and examplejson 178. Their two (seeds 33 and 13
 activations) are onnxruntime's: the segment left to it between the backend's nodes fuses a
 QDQ convolution into its int8 kernel, which on a CPU without VNNI adds pairs of products in
 16 bits and saturates (0.36 off on 2 of 2880 values), where onnxruntime's run of the whole
-model keeps that convolution in float32. Each run takes about 10 minutes on 2 cores.
+model keeps that convolution in float32. Seeds 200 to 399 quantized: ccompiler and
+examplejson pass all 179, dnnl 177 and openvino 177 (after a fix for seed 331); the four
+others start at an exact rounding tie (a Resize's or an Exp's value x / scale 1e-6 or less
+from n + 0.5, or a requantization whose scale ratio puts many values on ties) that a later
+Conv, MatMul or Softmax amplifies past the allowance. The default config (``--backends
+default``) passes every graph of seeds 0 to 199, and quantized ones of seeds 0 to 59. Each
+run takes about 10 minutes on 2 cores.
 """
 
 from __future__ import annotations
