@@ -478,8 +478,9 @@ def random_graph(seed: int, steps: int = 10) -> onnx.ModelProto:
         if math.prod(g.shapes[t]) > 400_000:
             break
     outputs = [t]
-    if len(g.nodes) > 1 and rng.random() < 0.4:
-        outputs.append(rng.choice([n.output[0] for n in g.nodes[:-1] if n.output[0] in g.shapes]))
+    earlier = [n.output[0] for n in g.nodes[:-1] if n.output[0] in g.shapes]  # float32 ones
+    if earlier and rng.random() < 0.4:
+        outputs.append(rng.choice(earlier))
     values = [
         helper.make_tensor_value_info(o, TensorProto.FLOAT, list(g.shapes[o]))
         for o in dict.fromkeys(outputs)

@@ -224,8 +224,10 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
     16 bits, without saturating) and weights with a zero point do not. Nor does a dense layer
     of s8 integers (``quantize_static``'s int8 activations): oneDNN halves its weights to keep
     the pairs from saturating, which rounds odd weights (2 to 8 steps off on one output
-    value in three, with a single product per value)."""
-    kernels = [n for n in artifact.graph["nodes"] if n["op"] == "kernel"]
+    value in three, with a single product per value). s8 is read from the artifact (the
+    kernel writing the source writes s8), so a file made before this rule is checked too."""
+    nodes = artifact.graph["nodes"]
+    kernels = [n for n in nodes if n["op"] == "kernel"]
     refused: dict[str, str] = {}
     for k, impl in runtime.implementations():
         kind, _, name = impl.partition(" ")
@@ -233,13 +235,16 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
             continue
         kernel = kernels[k]
         paired = kernel["kind"] == "qmatmul" and len(kernel["inputs"]) == 4
+        first = kernel["inputs"][0] if kernel["inputs"] else -1
+        source = nodes[first] if first >= 0 else {}
+        s8 = source.get("attrs", {}).get("dst") == "int8"  # a QuantizeLinear's s8 integers
         if kernel["kind"] not in ("qconv", "qmatmul") or (
-            paired and not kernel["attrs"].get("uint8") and not kernel["attrs"].get("s8")
+            paired and not kernel["attrs"].get("uint8") and not s8
         ):
             continue
         why = (
             "halves the weights of an s8 source, which rounds them"
-            if kernel["attrs"].get("s8")
+            if s8
             else "adds pairs of u8 x s8 products in 16 bits, which saturate where "
             "onnxruntime's do not"
         )

@@ -629,8 +629,7 @@ class Support:
     def _query(self) -> None:
         graph = self.graph
         model = graph.model
-        cut = _never_shown(graph)
-        self.reasons.update((name, WRONG[graph.nodes[graph.index[name]].op_type]) for name in cut)
+        cut = _never_shown(graph)  # their reason is WRONG's (dtype_reason)
         for _ in range(_MAX_ROUNDS):
             part = model if not cut else _without(graph, cut)
             try:

@@ -344,10 +344,9 @@ def static_qmatmul(low: Lowering, node: NodeView) -> bool:
         bias = None if c is None else low.new_const(node.inputs[2], c.reshape(-1))
     if ws.size != 1 and (ws.size != w.shape[1] or columns != 1):
         return False
-    s, zero, dtype = low.static[x[0]]
+    s, zero, _ = low.static[x[0]]
     inputs = [x[0], low.new_const(wname[0], w), bias, low.new_const(wname[1], ws.reshape(-1))]
-    signed = int(dtype == "int8")  # without VNNI, oneDNN halves the weights then (plugin.py)
-    low.emit("qmatmul", inputs, node.outputs[0], node, src_scale=s, src_zero_point=zero, s8=signed)
+    low.emit("qmatmul", inputs, node.outputs[0], node, src_scale=s, src_zero_point=zero)
     return True
 
 
