@@ -431,6 +431,25 @@ def test_topk_ties_break_as_onnx_says(indices_read: bool) -> None:
         np.testing.assert_array_equal(got[name], want[name])
 
 
+@pytest.mark.parametrize("width", [5, 36])
+def test_hardmax_ties_mark_the_first(width: int) -> None:
+    """OpenVINO's Hardmax marks another of equal maxima than the first (ONNX's) along an axis
+    of 8 or more: such a Hardmax runs on onnxruntime, a narrower one stays OpenVINO's. Both
+    match onnxruntime on rows full of ties."""
+    model = make_model(
+        [node("Relu", ["x"], "r"), node("Hardmax", ["r"], "h", axis=-1)], {"x": [64, width]}, ["h"]
+    )
+    plan = byoc.partition(model, config(min_partition_nodes=1))
+    refusals = dict(plan.decisions["h"].refusals)
+    if width >= 8:
+        assert "does not mark the first of equal maxima" in refusals["openvino"]
+    else:
+        assert plan.decisions["h"].backend == "openvino"
+    x = np.random.default_rng(0).integers(-1, 3, (64, width)).astype(np.float32)
+    got = byoc.compile(model, config(min_partition_nodes=1)).run({"x": x})
+    np.testing.assert_array_equal(got["h"], _onnxruntime(model, {"x": x})["h"])
+
+
 def _with_outputs(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx.ModelProto:
     """The model with its outputs declared float32 of these shapes (as an exporter writes)."""
     del model.graph.output[:]

@@ -16,14 +16,15 @@ float32, so an integer value not known to stay below 2**24 stays on onnxruntime 
 results of MatMulInteger and ConvInteger of int8 weights are exact: int8 kernels); x / y (Div,
 Mod) as x * (1 / y), so a divisor that may be a tiny subnormal; empty tensors; LRN,
 QuantizeLinear, QLinearConv and DynamicQuantizeLinear (``WRONG``); a TopK whose indices are
-read, or that is unsorted (its ties and order are not ONNX's); antialiased Resize, cubic
-Resize excluding outside pixels, Resize keeping the aspect ratio, RoiAlign's max mode,
-AveragePool counting pads and LpPool with ceil_mode, MaxPool and AveragePool whose ceil_mode
-window ONNX drops, MaxPool's column-major indices, and LSTM with peepholes or input_forget
-(``_variant_reason``); an input OpenVINO needs constant (a Reshape's shape, Tile's repeats, a
-Reduce's axes...) computed at run time (``_const_input_reason``); a zero Pad before a strided
-ConvTranspose and a padded strided 1x1 Conv, whose shapes OpenVINO's own rewrites get wrong;
-a reduction over a batch of signals' last axis read per channel (``_reduced_signal``).
+read, or that is unsorted, and a Hardmax over 8 values or more (their ties and order are not
+ONNX's); antialiased Resize, cubic Resize excluding outside pixels, Resize keeping the aspect
+ratio, RoiAlign's max mode, AveragePool counting pads and LpPool with ceil_mode, MaxPool and
+AveragePool whose ceil_mode window ONNX drops, MaxPool's column-major indices, and LSTM with
+peepholes or input_forget (``_variant_reason``); an input OpenVINO needs constant (a
+Reshape's shape, Tile's repeats, a Reduce's axes...) computed at run time
+(``_const_input_reason``); a zero Pad before a strided ConvTranspose and a padded strided 1x1
+Conv, whose shapes OpenVINO's own rewrites get wrong; a reduction over a batch of signals'
+last axis read per channel (``_reduced_signal``).
 """
 
 from __future__ import annotations
@@ -341,11 +342,21 @@ def _flattening_axis(node: NodeView) -> str | None:
     )
 
 
-def _topk_order(node: NodeView) -> str | None:
+def _tie_order(node: NodeView) -> str | None:
     """OpenVINO's TopK breaks ties otherwise than ONNX (equal values: the lower index first),
     so of 1000 picked from 4000 values with ties, other indices; and unsorted (``sorted=0``),
     it returns the same ones in another order than onnxruntime. A sorted TopK whose indices
-    nothing reads gives the same values and is claimed."""
+    nothing reads gives the same values and is claimed. Its Hardmax marks another of equal
+    maxima than the first along an axis of 8 or more (ArgMax and ArgMin pick the first)."""
+    if node.op_type == "Hardmax":
+        t = node.input_type(0)
+        size = None if t is None or t.shape is None else t.shape[int(node.attrs.get("axis", -1))]
+        if isinstance(size, int) and size < 8:
+            return None
+        return (
+            f"OpenVINO {DEVICE}'s Hardmax does not mark the first of equal maxima, as ONNX "
+            "says, along an axis of 8 or more (OpenVINO 2026.4)"
+        )
     if node.op_type != "TopK":
         return None
     if int(node.attrs.get("sorted", 1)) == 0:
@@ -549,7 +560,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     """Why the CPU plugin would compute this node at another precision (or wrongly), or None."""
     if node.op_type in WRONG:
         return WRONG[node.op_type]
-    rule = _flattening_axis(node) or _topk_order(node) or _variant_reason(node)
+    rule = _flattening_axis(node) or _tie_order(node) or _variant_reason(node)
     rule = rule or _const_input_reason(node) or _pad_into_deconv(node)
     rule = rule or _padded_strided_pointwise(node) or _reduced_signal(node)
     rule = rule or _index_reason(node, widths)
