@@ -71,6 +71,9 @@ def specialize(
     if shapes:
         _fix_shapes(proto.graph, shapes)
     _check_initializers(proto.graph)
+    _check_attributes(proto.graph)
+    _check_ranges(proto.graph)
+    _declare_outputs(proto)
     try:
         onnx.checker.check_model(proto)
     except Exception as exc:
@@ -78,8 +81,6 @@ def specialize(
             f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}"
         ) from exc
     _check_opsets(proto)
-    _check_attributes(proto.graph)
-    _check_ranges(proto.graph)
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as exc:
@@ -102,6 +103,28 @@ _WINDOWED = {
     "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool",
     "MaxUnpool", "DeformConv", "Col2Im", "MaxRoiPool", "Im2Col",
 }  # fmt: skip
+
+
+def _declare_outputs(proto: onnx.ModelProto) -> None:
+    """Outputs declared without a type or a shape (``make_tensor_value_info(name, type, None)``)
+    take those ONNX shape inference gives them: onnxruntime runs such a model, ONNX's checker
+    wants both. An output whose shape inference does not know is left for the checker."""
+    kinds = {o.name: o.type.WhichOneof("value") for o in proto.graph.output}
+    bare = {
+        o.name
+        for o in proto.graph.output
+        if kinds[o.name] is None
+        or (kinds[o.name] == "tensor_type" and not o.type.tensor_type.HasField("shape"))
+    }
+    if not bare:
+        return
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:
+        return  # the checker, or the inference after it, says what is wrong
+    for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
+        if old.name in bare and new.type.tensor_type.HasField("shape"):
+            old.type.CopyFrom(new.type)
 
 
 def _check_opsets(proto: onnx.ModelProto) -> None:

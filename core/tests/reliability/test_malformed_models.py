@@ -168,3 +168,25 @@ def test_a_range_of_a_trillion_elements_is_a_model_error_at_once():
     )
     with pytest.raises(byoc.ModelError, match=r"Range.*would make 1099511627776 elements"):
         byoc.partition(m, {"backends": []})
+
+
+def test_outputs_declared_without_a_shape_take_the_inferred_one():
+    """``make_tensor_value_info(name, type, None)``, or a bare name: onnxruntime runs such a
+    model and so does byoc; an output whose shape nothing can infer stays a ModelError."""
+    m = make_model(
+        [node("Relu", ["x"], "r"), node("Shape", ["r"], "s"), node("Neg", ["r"], "y")],
+        {"x": [2, 3]},
+        ["y"],
+    )
+    del m.graph.output[:]
+    declared = onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)
+    m.graph.output.extend([declared, onnx.ValueInfoProto(name="s")])
+    x = np.arange(-3, 3, dtype=np.float32).reshape(2, 3)
+    compiled = byoc.compile(m, {"backends": ["examplejson"], "compile": {"placement": "static"}})
+    got = compiled.run({"x": x})
+    np.testing.assert_array_equal(got["y"], -np.maximum(x, 0))
+    np.testing.assert_array_equal(got["s"], [2, 3])
+    assert list(got) == ["y", "s"]
+    m.graph.node[0].op_type = "NoSuchOp"  # nothing infers r, nor y
+    with pytest.raises(byoc.ModelError, match="not valid ONNX"):
+        byoc.partition(m, {"backends": []})
