@@ -527,6 +527,16 @@ def _with_outputs(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx.
             [2, 17, 1],
             "a reduction over the last axis of a batch of signals",
         ),
+        (  # OpenVINO fuses the PRelu into the dense layer over the last axis: no compile
+            [
+                node("MatMul", ["x", "w5"], "t"),
+                node("Add", ["t", "b5"], "u"),
+                node("PRelu", ["u", "slope"], "y"),
+            ],
+            {"x": [1, 32, 9, 5]},
+            [1, 32, 9, 5],
+            "a PRelu with a slope along axis 1 after a dense layer",
+        ),
         (  # ONNX drops the window ceil_mode would add in the padding, OpenVINO keeps it
             [node("MaxPool", ["x"], "y", kernel_shape=[1, 1], strides=[2, 2], ceil_mode=1)],
             {"x": [1, 1, 2, 2]},
@@ -545,6 +555,9 @@ def test_nodes_openvino_computes_otherwise_stay_on_onnxruntime(
         "pads": np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64),
         "w": np.random.default_rng(1).standard_normal((8, 6, 4, 4)).astype(np.float32),
         "w1": np.random.default_rng(2).standard_normal((4, 8, 1, 1)).astype(np.float32),
+        "w5": np.random.default_rng(4).standard_normal((5, 5)).astype(np.float32),
+        "b5": np.random.default_rng(5).standard_normal(5).astype(np.float32),
+        "slope": np.random.default_rng(6).standard_normal((32, 1, 1)).astype(np.float32),
         **{
             k: np.random.default_rng(3).random(17).astype(np.float32) + 0.5
             for k in ("per_channel", "b17", "m17", "v17")

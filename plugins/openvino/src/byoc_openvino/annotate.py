@@ -23,7 +23,8 @@ AveragePool whose ceil_mode window ONNX drops, MaxPool's column-major indices, a
 peepholes or input_forget (``_variant_reason``); an input OpenVINO needs constant (a
 Reshape's shape, Tile's repeats, a Reduce's axes...) computed at run time
 (``_const_input_reason``); a zero Pad before a strided ConvTranspose and a padded strided 1x1
-Conv, whose shapes OpenVINO's own rewrites get wrong; a reduction over a batch of signals'
+Conv, whose shapes OpenVINO's own rewrites get wrong; a PRelu along axis 1 after a dense
+layer, which OpenVINO fuses wrongly and fails to compile; a reduction over a batch of signals'
 last axis read per channel (``_reduced_signal``).
 """
 
@@ -468,6 +469,47 @@ def _padded_strided_pointwise(node: NodeView) -> str | None:
     return None
 
 
+_UNARIES = frozenset(
+    {
+        "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish",
+        "Tanh", "Abs", "Neg", "Exp", "Log", "Sqrt", "Erf", "Clip", "Softplus", "Gelu", "Mish",
+    }
+)  # fmt: skip
+
+
+def _prelu_after_dense(node: NodeView) -> str | None:
+    """A PRelu of rank 4 or more whose slope varies along axis 1, after a MatMul or Gemm
+    (through elementwise ops): OpenVINO fuses it into the dense layer as a per-output-channel
+    post-op, the last axis, and fails to compile ("data size: 32 OC: 5"; OpenVINO 2026.4).
+    The PRelu stays on onnxruntime."""
+    if node.op_type != "PRelu":
+        return None
+    t, slope = node.input_type(0), node.input_type(1)
+    if t is None or t.shape is None or len(t.shape) < 4:
+        return None
+    if slope is not None and slope.shape is not None:
+        aligned = [1] * (len(t.shape) - len(slope.shape)) + list(slope.shape)
+        if aligned[1] == 1:
+            return None
+    graph, name = node.graph, node.inputs[0]
+    for _ in range(8):
+        index = graph.producer.get(name)
+        if index is None:
+            return None
+        source = graph.view(index)
+        if source.op_type in ("MatMul", "Gemm"):
+            return (
+                f"a PRelu with a slope along axis 1 after a dense layer ('{source.name}'): "
+                "OpenVINO fuses it as a post-op over the last axis and fails to compile it"
+            )
+        computed = [n for n in source.inputs if n and graph.constant(n) is None]
+        elementwise = source.op_type in _UNARIES or source.op_type in _BINARIES
+        if not elementwise or len(computed) != 1:
+            return None
+        name = computed[0]
+    return None
+
+
 _REDUCES = (
     "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
     "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
@@ -563,7 +605,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     rule = _flattening_axis(node) or _tie_order(node) or _variant_reason(node)
     rule = rule or _const_input_reason(node) or _pad_into_deconv(node)
     rule = rule or _padded_strided_pointwise(node) or _reduced_signal(node)
-    rule = rule or _index_reason(node, widths)
+    rule = rule or _prelu_after_dense(node) or _index_reason(node, widths)
     if rule is not None:
         return rule
     divisor = node.input_type(1) if node.op_type in ("Div", "Mod") else None
