@@ -73,9 +73,8 @@ def specialize(
     _check_initializers(proto.graph)
     _check_attributes(proto.graph)
     _check_ranges(proto.graph)
-    _declare_outputs(proto)
     try:
-        onnx.checker.check_model(proto)
+        onnx.checker.check_model(_declare_outputs(proto))
     except Exception as exc:
         raise ModelError(
             f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}"
@@ -105,10 +104,12 @@ _WINDOWED = {
 }  # fmt: skip
 
 
-def _declare_outputs(proto: onnx.ModelProto) -> None:
-    """Outputs declared without a type or a shape (``make_tensor_value_info(name, type, None)``)
-    take those ONNX shape inference gives them: onnxruntime runs such a model, ONNX's checker
-    wants both. An output whose shape inference does not know is left for the checker."""
+def _declare_outputs(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model for ONNX's checker, which wants a type and a shape on every output where
+    onnxruntime does not (``make_tensor_value_info(name, type, None)``, a bare name): such
+    outputs of ``proto`` take what ONNX shape inference gives them, and those it cannot type
+    (GroupNormalization's, say) are left out of the returned copy, for byoc's own shape
+    completion to fill in after the check."""
     kinds = {o.name: o.type.WhichOneof("value") for o in proto.graph.output}
     bare = {
         o.name
@@ -117,14 +118,20 @@ def _declare_outputs(proto: onnx.ModelProto) -> None:
         or (kinds[o.name] == "tensor_type" and not o.type.tensor_type.HasField("shape"))
     }
     if not bare:
-        return
+        return proto
     try:
         inferred = onnx.shape_inference.infer_shapes(proto)
     except Exception:
-        return  # the checker, or the inference after it, says what is wrong
+        return proto  # the checker, or the inference after it, says what is wrong
     for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
         if old.name in bare and new.type.tensor_type.HasField("shape"):
             old.type.CopyFrom(new.type)
+            bare.discard(old.name)
+    checked = onnx.ModelProto()
+    checked.CopyFrom(proto)
+    del checked.graph.output[:]
+    checked.graph.output.extend(o for o in proto.graph.output if o.name not in bare)
+    return checked
 
 
 def _check_opsets(proto: onnx.ModelProto) -> None:
