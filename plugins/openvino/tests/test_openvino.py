@@ -334,6 +334,34 @@ def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
 
 
+@pytest.mark.parametrize("other", ["input", "sigmoid", "silu"])
+def test_a_binary_op_after_a_group_norm_does_not_crash_openvino(other: str, tmp_path: Path) -> None:
+    """A binary op of a GroupNormalization's output and a tensor another node computes (its
+    own input, a Sigmoid of the model's input): OpenVINO 2026.4 crashes compiling the pair (a
+    segfault). That op runs on onnxruntime; SiLU spelled Mul(g, Sigmoid(g)) compiles and
+    stays OpenVINO's. In a child process, so that a crash fails this test, not the run."""
+    nodes = [
+        node("Relu", ["x"], "r"),
+        node("GroupNormalization", ["r", "scale", "bias"], "g", num_groups=4),
+        node("Sigmoid", ["g" if other == "silu" else "x"], "s"),
+        node("Add" if other == "input" else "Mul", ["g", "r" if other == "input" else "s"], "y"),
+    ]
+    rng = np.random.default_rng(0)
+    constants = {k: rng.standard_normal(32).astype(np.float32) for k in ("scale", "bias")}
+    model = make_model(nodes, {"x": [2, 32, 9, 16]}, ["y"], constants, opset=21)
+    onnx.save(model, tmp_path / "m.onnx")
+    script = (
+        "import byoc\n"
+        f"config = {config(min_partition_nodes=1)!r}\n"
+        f"report = byoc.compare({str(tmp_path / 'm.onnx')!r}, config)\n"
+        "assert report.passed, report.table()\n"
+        "print(report.plan.decisions['y'].backend)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.split()[-1] == ("openvino" if other == "silu" else "onnxruntime")
+
+
 def test_a_node_read_only_by_a_quantize_linear_is_still_asked_about() -> None:
     """OpenVINO's frontend cannot convert a MaxPool whose kernel (2, ceil_mode) exceeds its
     1x1 input; only a QuantizeLinear (cut from the graph OpenVINO is asked about) reads it.

@@ -24,7 +24,8 @@ peepholes or input_forget (``_variant_reason``); an input OpenVINO needs constan
 Reshape's shape, Tile's repeats, a Reduce's axes...) computed at run time
 (``_const_input_reason``); a zero Pad before a strided ConvTranspose and a padded strided 1x1
 Conv, whose shapes OpenVINO's own rewrites get wrong; a PRelu along axis 1 after a dense
-layer, which OpenVINO fuses wrongly and fails to compile; a reduction over a batch of signals'
+layer, which OpenVINO fuses wrongly and fails to compile; a binary op of a GroupNormalization's
+output and another computed tensor, whose compile crashes; a reduction over a batch of signals'
 last axis read per channel (``_reduced_signal``).
 """
 
@@ -510,6 +511,32 @@ def _prelu_after_dense(node: NodeView) -> str | None:
     return None
 
 
+def _binary_after_group_norm(node: NodeView) -> str | None:
+    """A binary op reading a GroupNormalization's output and a tensor another node computes
+    (not a constant, not a graph input, not computed from that output): OpenVINO fuses the
+    pair and crashes the process compiling it (a segfault in ``compile_model``, rank 3 or 4,
+    any groups; OpenVINO 2026.4). The binary op stays on onnxruntime."""
+    if node.op_type not in _BINARIES:
+        return None
+    graph = node.graph
+    made = {n: graph.producer.get(n) for n in node.inputs if n}
+    norms = {
+        n
+        for n, i in made.items()
+        if i is not None and graph.nodes[i].op_type == "GroupNormalization"
+    }
+    for norm in norms:
+        for other, index in made.items():
+            if other == norm or index is None or graph.constant(other) is not None:
+                continue
+            if norm not in graph.nodes[index].input:
+                return (
+                    f"a {node.op_type} of a GroupNormalization's output and '{other}', which "
+                    "another node computes: OpenVINO crashes compiling the pair"
+                )
+    return None
+
+
 _REDUCES = (
     "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
     "ReduceProd", "ReduceL1", "ReduceL2", "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp",
@@ -605,7 +632,8 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     rule = _flattening_axis(node) or _tie_order(node) or _variant_reason(node)
     rule = rule or _const_input_reason(node) or _pad_into_deconv(node)
     rule = rule or _padded_strided_pointwise(node) or _reduced_signal(node)
-    rule = rule or _prelu_after_dense(node) or _index_reason(node, widths)
+    rule = rule or _prelu_after_dense(node) or _binary_after_group_norm(node)
+    rule = rule or _index_reason(node, widths)
     if rule is not None:
         return rule
     divisor = node.input_type(1) if node.op_type in ("Div", "Mod") else None
