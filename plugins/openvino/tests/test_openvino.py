@@ -334,18 +334,21 @@ def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
 
 
-@pytest.mark.parametrize("other", ["input", "sigmoid", "silu"])
+@pytest.mark.parametrize("other", ["input", "sum", "sigmoid", "silu"])
 def test_a_binary_op_after_a_group_norm_does_not_crash_openvino(other: str, tmp_path: Path) -> None:
-    """A binary op of a GroupNormalization's output and a tensor another node computes (its
-    own input, a Sigmoid of the model's input): OpenVINO 2026.4 crashes compiling the pair (a
-    segfault). That op runs on onnxruntime; SiLU spelled Mul(g, Sigmoid(g)) compiles and
+    """A binary op (or Sum) of a GroupNormalization's output and a tensor another node
+    computes (its own input, a Sigmoid of the model's input): OpenVINO 2026.4 crashes compiling
+    the pair (a segfault). That op runs on onnxruntime; SiLU spelled Mul(g, Sigmoid(g)) compiles and
     stays OpenVINO's. In a child process, so that a crash fails this test, not the run."""
     nodes = [
         node("Relu", ["x"], "r"),
         node("GroupNormalization", ["r", "scale", "bias"], "g", num_groups=4),
         node("Sigmoid", ["g" if other == "silu" else "x"], "s"),
-        node("Add" if other == "input" else "Mul", ["g", "r" if other == "input" else "s"], "y"),
     ]
+    if other in ("input", "sum"):  # a residual of the normalization's input
+        nodes.append(node("Add" if other == "input" else "Sum", ["g", "r"], "y"))
+    else:
+        nodes.append(node("Mul", ["g", "s"], "y"))
     rng = np.random.default_rng(0)
     constants = {k: rng.standard_normal(32).astype(np.float32) for k in ("scale", "bias")}
     model = make_model(nodes, {"x": [2, 32, 9, 16]}, ["y"], constants, opset=21)

@@ -515,8 +515,8 @@ def _binary_after_group_norm(node: NodeView) -> str | None:
     """A binary op reading a GroupNormalization's output and a tensor another node computes
     (not a constant, not a graph input, not computed from that output): OpenVINO fuses the
     pair and crashes the process compiling it (a segfault in ``compile_model``, rank 3 or 4,
-    any groups; OpenVINO 2026.4). The binary op stays on onnxruntime."""
-    if node.op_type not in _BINARIES:
+    any groups; OpenVINO 2026.4). The binary op (or Sum, Mean) stays on onnxruntime."""
+    if node.op_type not in (*_BINARIES, "Sum", "Mean"):
         return None
     graph = node.graph
     made = {n: graph.producer.get(n) for n in node.inputs if n}
