@@ -513,9 +513,10 @@ def _prelu_after_dense(node: NodeView) -> str | None:
 
 def _binary_after_group_norm(node: NodeView) -> str | None:
     """A binary op reading a GroupNormalization's output and a tensor another node computes
-    (not a constant, not a graph input, not computed from that output): OpenVINO fuses the
-    pair and crashes the process compiling it (a segfault in ``compile_model``, rank 3 or 4,
-    any groups; OpenVINO 2026.4). The binary op (or Sum, Mean) stays on onnxruntime."""
+    (not a constant, not a graph input, not made by a node reading that output, as SiLU's
+    Sigmoid is; a deeper dependence is refused too, to be safe): OpenVINO fuses the pair and
+    crashes the process compiling it (a segfault in ``compile_model``, rank 3 or 4, any
+    groups; OpenVINO 2026.4). The binary op (or Sum, Mean) stays on onnxruntime."""
     if node.op_type not in (*_BINARIES, "Sum", "Mean"):
         return None
     graph = node.graph
