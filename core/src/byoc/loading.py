@@ -71,15 +71,15 @@ def specialize(
     if shapes:
         _fix_shapes(proto.graph, shapes)
     _check_initializers(proto.graph)
-    _check_attributes(proto.graph)
-    _check_ranges(proto.graph)
     try:
-        onnx.checker.check_model(_declare_outputs(proto))
+        onnx.checker.check_model(_declared_outputs_only(proto))
     except Exception as exc:
         raise ModelError(
             f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}"
         ) from exc
     _check_opsets(proto)
+    _check_attributes(proto.graph)
+    _check_ranges(proto.graph)
     try:
         inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
     except Exception as exc:
@@ -104,33 +104,23 @@ _WINDOWED = {
 }  # fmt: skip
 
 
-def _declare_outputs(proto: onnx.ModelProto) -> onnx.ModelProto:
+def _declared_outputs_only(proto: onnx.ModelProto) -> onnx.ModelProto:
     """The model for ONNX's checker, which wants a type and a shape on every output where
-    onnxruntime does not (``make_tensor_value_info(name, type, None)``, a bare name): such
-    outputs of ``proto`` take what ONNX shape inference gives them, and those it cannot type
-    (GroupNormalization's, say) are left out of the returned copy, for byoc's own shape
-    completion to fill in after the check."""
-    kinds = {o.name: o.type.WhichOneof("value") for o in proto.graph.output}
-    bare = {
-        o.name
-        for o in proto.graph.output
-        if kinds[o.name] is None
-        or (kinds[o.name] == "tensor_type" and not o.type.tensor_type.HasField("shape"))
-    }
-    if not bare:
+    onnxruntime does not: outputs declared without them (``make_tensor_value_info(name,
+    type, None)``, a bare name) are left out of the copy checked, and take the types shape
+    inference and byoc's shape completion give them after the check."""
+    kinds = [o.type.WhichOneof("value") for o in proto.graph.output]
+    declared = [
+        o
+        for o, kind in zip(proto.graph.output, kinds, strict=True)
+        if kind not in (None, "tensor_type") or o.type.tensor_type.HasField("shape")
+    ]
+    if len(declared) == len(proto.graph.output):
         return proto
-    try:
-        inferred = onnx.shape_inference.infer_shapes(proto)
-    except Exception:
-        return proto  # the checker, or the inference after it, says what is wrong
-    for old, new in zip(proto.graph.output, inferred.graph.output, strict=True):
-        if old.name in bare and new.type.tensor_type.HasField("shape"):
-            old.type.CopyFrom(new.type)
-            bare.discard(old.name)
     checked = onnx.ModelProto()
     checked.CopyFrom(proto)
     del checked.graph.output[:]
-    checked.graph.output.extend(o for o in proto.graph.output if o.name not in bare)
+    checked.graph.output.extend(declared)
     return checked
 
 
