@@ -23,7 +23,7 @@ from byoc.loading import load_model
 from byoc.testing.build import make_model, node
 from byoc.testing.kit import assert_matches_onnxruntime
 from byoc.testing.models import MODELS
-from byoc_openvino import annotate, artifact, plugin, runtime
+from byoc_openvino import annotate, artifact, plugin, runtime, trial
 from onnx import helper
 
 STATIC = {"compile": {"placement": "static"}}
@@ -363,6 +363,142 @@ def test_a_binary_op_after_a_group_norm_does_not_crash_openvino(other: str, tmp_
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.split()[-1] == ("openvino" if other == "silu" else "onnxruntime")
+
+
+def _group_norm_model(last: str) -> onnx.ModelProto:
+    """Relu, GroupNormalization, then SiLU (``last`` "Mul": it compiles) or a residual Add of
+    the normalization's input ("Add": OpenVINO 2026.4 crashes compiling it)."""
+    rng = np.random.default_rng(0)
+    nodes = [
+        node("Relu", ["x"], "r"),
+        node("GroupNormalization", ["r", "scale", "bias"], "g", num_groups=4),
+        node("Sigmoid", ["g"], "s"),
+        node(last, ["g", "s" if last == "Mul" else "r"], "y"),
+    ]
+    constants = {k: rng.standard_normal(32).astype(np.float32) for k in ("scale", "bias")}
+    return make_model(nodes, {"x": [2, 32, 9, 16]}, ["y"], constants, opset=21)
+
+
+def _in_child(script: str, tmp_path: Path) -> str:
+    """``script`` run by a fresh Python, after lines that drop the annotation rule keeping
+    ``_group_norm_model("Add")`` from OpenVINO, the QuantizeLinear cut from its query, and the
+    trials' verdicts in ``tmp_path``; its stdout. A crash fails the test, not the run."""
+    prelude = (
+        "import warnings, byoc, numpy as np, onnx\n"
+        "from pathlib import Path\n"
+        "from byoc_openvino import annotate, trial\n"
+        "annotate._binary_after_group_norm = lambda node: None\n"
+        "annotate._never_shown = lambda graph: set()\n"
+        f"trial.root = lambda: Path({str(tmp_path / 'trials')!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", prelude + script], capture_output=True, text=True)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    return done.stdout
+
+
+def test_a_model_that_crashes_openvino_costs_its_partition_not_the_process(
+    tmp_path: Path,
+) -> None:
+    """With the annotation rule that keeps it from OpenVINO gone, the GroupNormalization and
+    Add that crash OpenVINO's compiler reach codegen: the trial compile in a child process
+    crashes instead of this one. With the default backends, onnxruntime runs the partition
+    and a warning says why; with ``backends = ["openvino"]``, compiling is an error that says
+    so. The verdict is kept: compiling again starts no trial process."""
+    onnx.save(_group_norm_model("Add"), tmp_path / "m.onnx")
+    out = _in_child(
+        f"path = {str(tmp_path / 'm.onnx')!r}\n"
+        "others = {'dnnl': {'enabled': False}, 'ccompiler': {'enabled': False}}\n"
+        "cfg = {'compile': {'placement': 'static'}, 'backend': {**others, 'openvino': "
+        "{'min_partition_nodes': 1}}}\n"
+        "with warnings.catch_warnings(record=True) as caught:\n"
+        "    warnings.simplefilter('always')\n"
+        "    report = byoc.compare(path, cfg)\n"
+        "assert report.passed, report.table()\n"
+        "assert report.plan.partitions == [], report.plan.partitions\n"
+        "print([str(w.message) for w in caught if 'trial' in str(w.message)])\n"
+        "trial._worker = None\n"
+        "try:\n"
+        "    byoc.compile(path, {**cfg, 'backends': ['openvino']})\n"
+        "except byoc.BackendError as exc:\n"
+        "    print(exc)\n"
+        "print(trial._worker)\n",
+        tmp_path,
+    )
+    warned, error, worker = out.strip().splitlines()
+    assert "openvino_0 (openvino) failed to compile" in warned
+    assert "OpenVINO compiling it crashed a trial process (SIGSEGV)" in warned
+    assert "partition openvino_0 (backend openvino): OpenVINO compiling it crashed" in error
+    assert worker == "None"  # the verdict came from disk
+    kept = [p.read_text() for p in (tmp_path / "trials").iterdir()]
+    assert sum("crashed" in text for text in kept) == 1, kept
+
+
+def test_a_byoc_file_whose_partition_crashes_openvino_does_not_load(tmp_path: Path) -> None:
+    """A hostile .byoc file: the SiLU partition of a saved model replaced by the residual Add
+    that crashes OpenVINO's compiler. Loading it is an error that says so; the loading process
+    lives on."""
+    compiled = byoc.compile(_group_norm_model("Mul"), config(min_partition_nodes=1))
+    assert [s.unit.backend for s in compiled.steps] == ["openvino"]
+    path = compiled.save(tmp_path / "m.byoc")
+
+    def residual(model: onnx.ModelProto) -> None:
+        last = model.graph.node[-1]
+        last.op_type, last.input[1] = "Add", model.graph.node[0].output[0]
+
+    bad = _tamper(path, tmp_path / "bad.byoc", lambda d: _with_model(d, residual))
+    out = _in_child(
+        f"try:\n    byoc.load({str(bad)!r})\nexcept byoc.ByocError as exc:\n    print(exc)\n",
+        tmp_path,
+    )
+    assert "OpenVINO compiling it crashed a trial process (SIGSEGV)" in out
+
+
+def test_a_graph_whose_query_crashes_openvino_is_asked_node_by_node(tmp_path: Path) -> None:
+    """Concat, QuantizeLinear, DequantizeLinear, QuantizeLinear: with the QuantizeLinear no
+    longer cut from the graph OpenVINO is asked about, ``query_model`` on the whole graph
+    crashes the trial process; each node is then asked alone, and the model matches
+    onnxruntime."""
+    nodes = [
+        node("Concat", ["x", "x"], "c", axis=1),
+        node("QuantizeLinear", ["c", "s", "z"], "q"),
+        node("DequantizeLinear", ["q", "s", "z"], "d"),
+        node("QuantizeLinear", ["d", "s", "z"], "q2"),
+        node("DequantizeLinear", ["q2", "s", "z"], "d2"),
+        node("Relu", ["d2"], "y"),
+    ]
+    constants = {"s": np.float32(0.006), "z": np.uint8(10)}
+    onnx.save(make_model(nodes, {"x": [1, 16, 1]}, ["y"], constants), tmp_path / "m.onnx")
+    out = _in_child(
+        f"report = byoc.compare({str(tmp_path / 'm.onnx')!r}, {config(min_partition_nodes=1)!r})\n"
+        "assert report.passed, report.table()\n"
+        "print(sorted(n for p in report.plan.partitions for n in p.nodes))\n",
+        tmp_path,
+    )
+    assert out.split("\n")[0] == "['c', 'd', 'd2', 'y']"
+    kept = [p.read_text() for p in (tmp_path / "trials").iterdir()]
+    assert "OpenVINO querying it crashed a trial process (SIGSEGV)" in kept
+
+
+def test_a_trial_that_hangs_is_stopped_and_tried_again(tmp_path: Path, monkeypatch: Any) -> None:
+    """A trial that takes longer than ``trial.TIMEOUT`` is stopped and said so; that verdict
+    is not kept, and the next trial (a new worker) compiles the partition and keeps its "ok".
+    ``trial = false`` starts no worker at all."""
+    monkeypatch.setattr(trial, "root", lambda: tmp_path)
+    monkeypatch.setattr(trial, "_worker", None)
+    props = runtime.properties(plugin_defaults())
+    monkeypatch.setattr(trial, "TIMEOUT", 0.0)
+    said = trial.crash("compile", small_model(), props)
+    assert said == "OpenVINO compiling it took over 0 s in a trial process (stopped)"
+    assert list(tmp_path.iterdir()) == [] and trial._worker is None
+    monkeypatch.setattr(trial, "TIMEOUT", 600.0)
+    assert trial.crash("compile", small_model(), props) is None
+    assert [p.read_text() for p in tmp_path.iterdir()] == ["ok"]
+    trial._worker.proc.kill()  # type: ignore[union-attr]
+    trial._worker.proc.wait()  # type: ignore[union-attr]
+    assert trial.crash("query", small_model(), {}) is None  # a new worker
+    monkeypatch.setattr(trial, "_worker", None)
+    compiled = byoc.compile(small_model(), config(trial=False, threads=1))
+    assert [s.unit.backend for s in compiled.steps] == ["openvino"] and trial._worker is None
 
 
 def test_a_node_read_only_by_a_quantize_linear_is_still_asked_about() -> None:
@@ -970,7 +1106,7 @@ def test_availability_and_build(monkeypatch: Any) -> None:
     assert plugin.build_id() == f"openvino {openvino.get_version()}"
     backend = byoc.registry().backends["openvino"]
     assert (backend.priority, backend.reference, backend.finite_only) == (5, False, True)
-    assert backend.local_options == {"cache_dir"}
+    assert backend.local_options == {"cache_dir", "trial"}
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino fails
     reason = plugin._available()
     assert reason is not None and reason.startswith("openvino cannot be imported")

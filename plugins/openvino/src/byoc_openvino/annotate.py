@@ -7,8 +7,9 @@ decomposed into inherit the node of the ops that read them). A node is supported
 made from it is. Nodes the frontend cannot convert are cut out of the model (their outputs
 become inputs) and the rest is converted again, so one unconvertible node costs its neighbours
 nothing; the frontend's message is the refusal's reason. A node that cannot be traced (its ops
-were folded away, or the whole-model query failed) is asked alone: a one-node model, cached by
-op type, attributes, input types and shapes and the values of small constant inputs.
+were folded away, or the whole-model query failed or crashed a trial process, ``trial``) is
+asked alone: a one-node model, cached by op type, attributes, input types and shapes and the
+values of small constant inputs.
 
 Some refusals come from what the CPU plugin computes otherwise than onnxruntime rather than
 from its answer (``dtype_reason``): float64 in float32; int64 in int32 and int32 through
@@ -37,7 +38,7 @@ import re
 import threading
 import weakref
 from collections.abc import Collection, Mapping
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -46,6 +47,7 @@ from byoc import NodeView, TensorType
 from byoc.graph import MOVES
 from onnx import helper, numpy_helper
 
+from byoc_openvino import trial
 from byoc_openvino.artifact import DTYPES
 
 DEVICE = "CPU"
@@ -694,10 +696,11 @@ class Support:
     """OpenVINO's answer for every node of one graph: ``reasons[name]`` is None (supported) or
     why not; names missing from it are asked one by one (``ask_alone``)."""
 
-    def __init__(self, graph: Any) -> None:
+    def __init__(self, graph: Any, tried: bool = True) -> None:
         self.graph = graph
         self.reasons: dict[str, str | None] = {}
         self.widths = _Widths(graph)
+        self.tried = tried  # the whole-graph query is tried in a child process first (trial)
         self._query()
 
     def reason(self, node: NodeView) -> str | None:
@@ -723,10 +726,12 @@ class Support:
                 self.reasons.update(failed)
                 cut |= set(failed)
                 continue
-            self._trace(ov_model, cut)
+            self._trace(part, ov_model, cut)
             return
 
-    def _trace(self, ov_model: Any, cut: set[str]) -> None:
+    def _trace(self, part: onnx.ModelProto, ov_model: Any, cut: set[str]) -> None:
+        if self.tried and trial.crash("query", part, {}):
+            return  # the query would crash this process: ask node by node
         try:
             supported = query(ov_model)
         except Exception:  # the plugin failed on the whole model: ask node by node
@@ -834,20 +839,20 @@ _supports: weakref.WeakKeyDictionary[Any, Support] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
 
-def support(graph: Any) -> Support:
+def support(graph: Any, tried: bool = True) -> Support:
     """The query of ``graph``, made once. The answer holds only a weak proxy of the graph: a
     value that held the graph itself would keep its weak key, and every graph with its
     weights, alive for good (about 120 MB more per compile of gpt2-kv, 500 MB with every
     backend)."""
     with _lock:
         if graph not in _supports:
-            _supports[graph] = Support(weakref.proxy(graph))
+            _supports[graph] = Support(weakref.proxy(graph), tried)
         return _supports[graph]
 
 
-def check(node: NodeView) -> str | None:
+def check(node: NodeView, tried: bool = True) -> str | None:
     """None when OpenVINO's CPU plugin runs the node as onnxruntime would, else why not."""
-    return support(node.graph).reason(node)
+    return support(node.graph, tried).reason(node)
 
 
 # -- one node alone ----------------------------------------------------------------------------
@@ -996,4 +1001,5 @@ def checks(config: Mapping[str, Any]) -> dict[str, Any]:
     from byoc.testing.ops import OP_CASES
 
     claimable = (convertible_op_types() - _NEVER) & set(OP_CASES)
-    return dict.fromkeys(sorted(claimable), check)
+    tried = bool(config.get("trial", True))
+    return dict.fromkeys(sorted(claimable), partial(check, tried=tried))

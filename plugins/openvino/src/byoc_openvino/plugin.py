@@ -14,7 +14,7 @@ from byoc_openvino.runtime import Runtime, compile_partition, has_bf16, key
 
 NAME = "openvino"
 # The loading machine's settings: a .byoc file never carries them.
-LOCAL_OPTIONS = frozenset({"cache_dir"})
+LOCAL_OPTIONS = frozenset({"cache_dir", "trial"})
 OPTIONS: dict[str, tuple[Any, ...]] = {
     "threads": (
         int,
@@ -34,6 +34,13 @@ OPTIONS: dict[str, tuple[Any, ...]] = {
         str,
         "",
         "OpenVINO's compiled-model cache (CACHE_DIR) on this machine; empty: no cache",
+    ),
+    "trial": (
+        bool,
+        True,
+        "query and compile each new model in a child process first (byoc_openvino.trial): a "
+        "model that crashes OpenVINO there is not shown to it in this process, and onnxruntime "
+        "runs it",
     ),
 }
 

@@ -26,7 +26,7 @@ import onnx
 from byoc import BackendError, InputError
 from byoc.graph import Graph
 
-from byoc_openvino import annotate
+from byoc_openvino import annotate, trial
 from byoc_openvino.artifact import Artifact, Tensor
 
 # byoc's precision names -> OpenVINO's INFERENCE_PRECISION_HINT ("dynamic": OpenVINO decides).
@@ -75,6 +75,9 @@ def compile_partition(artifact: Artifact, config: Mapping[str, Any]) -> Runtime:
             'none on this one; set [backend.openvino] precision = "f32"'
         )
     props = properties(config)
+    crashed = trial.crash("compile", artifact.model, props) if config.get("trial", True) else None
+    if crashed:
+        raise BackendError(f"{where}: {crashed}")
     try:
         model = annotate.convert(artifact.model)
     except Exception as exc:
