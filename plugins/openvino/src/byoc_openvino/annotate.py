@@ -708,7 +708,7 @@ class Support:
         if found:
             return found
         if node.name not in self.reasons:
-            self.reasons[node.name] = ask_alone(node)
+            self.reasons[node.name] = ask_alone(node, self.tried)
         return self.reasons[node.name]
 
     def _query(self) -> None:
@@ -860,11 +860,11 @@ def check(node: NodeView, tried: bool = True) -> str | None:
 _alone: dict[str, str | None] = {}
 
 
-def ask_alone(node: NodeView) -> str | None:
+def ask_alone(node: NodeView, tried: bool = True) -> str | None:
     """OpenVINO's answer for a one-node model of this node (cached by what decides it)."""
     key = _key(node)
     if key not in _alone:
-        _alone[key] = _ask(node)
+        _alone[key] = _ask(node, tried)
     return _alone[key]
 
 
@@ -886,8 +886,11 @@ def _key(node: NodeView) -> str:
     return digest.hexdigest()
 
 
-def _ask(node: NodeView) -> str | None:
+def _ask(node: NodeView, tried: bool) -> str | None:
     model = single_node_model(node)
+    crashed = trial.crash("query", model, {}) if tried else None
+    if crashed:
+        return f"{NOT_SUPPORTED}: {crashed}"
     try:
         ov_model = convert(model)
     except Exception as exc:
