@@ -225,7 +225,8 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
     of s8 integers (``quantize_static``'s int8 activations): oneDNN halves its weights to keep
     the pairs from saturating, which rounds odd weights (2 to 8 steps off on one output
     value in three, with a single product per value). s8 is read from the artifact (the
-    kernel writing the source writes s8), so a file made before this rule is checked too."""
+    kernel writing the source writes s8, maybe through a concat: ``_s8``), so a file made
+    before this rule is checked too."""
     nodes = artifact.graph["nodes"]
     kernels = [n for n in nodes if n["op"] == "kernel"]
     refused: dict[str, str] = {}
@@ -235,9 +236,7 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
             continue
         kernel = kernels[k]
         paired = kernel["kind"] == "qmatmul" and len(kernel["inputs"]) == 4
-        first = kernel["inputs"][0] if kernel["inputs"] else -1
-        source = nodes[first] if first >= 0 else {}
-        s8 = source.get("attrs", {}).get("dst") == "int8"  # a QuantizeLinear's s8 integers
+        s8 = _s8(nodes, kernel["inputs"][0] if kernel["inputs"] else -1)
         if kernel["kind"] not in ("qconv", "qmatmul") or (
             paired and not kernel["attrs"].get("uint8") and not s8
         ):
@@ -251,6 +250,19 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
         for member in kernel.get("members", []):
             refused[member] = f"without VNNI oneDNN's int8 kernel ({impl}: {kernel['name']}) {why}"
     return refused
+
+
+def _s8(nodes: list[dict[str, Any]], index: int, depth: int = 8) -> bool:
+    """Whether node ``index`` makes s8 integers: a QuantizeLinear's (or a table's) to int8,
+    or a concat or view of such (the concat of quantized values dnnl quantizes first)."""
+    if index < 0 or depth == 0:
+        return False
+    node = nodes[index]
+    if node.get("attrs", {}).get("dst") == "int8":
+        return True
+    if node.get("kind") not in ("concat", "view"):
+        return False
+    return any(_s8(nodes, i, depth - 1) for i in node.get("inputs", []))
 
 
 def _runtime_key(config: Mapping[str, Any]) -> tuple[Any, ...]:
