@@ -598,6 +598,47 @@ def test_topk_ties_break_as_onnx_says(indices_read: bool) -> None:
         np.testing.assert_array_equal(got[name], want[name])
 
 
+@pytest.mark.parametrize(
+    ("step", "zero_point", "claimed"),
+    [
+        ("Sign", 3, False),
+        ("Sign", 0, True),  # 0 stays exactly 0
+        ("Greater", 3, False),
+        ("Ceil", 3, False),  # Ceil(2e-9) is 1
+        ("Shrink", 3, False),  # lambd 0, bias 0.5: a jump at 0
+    ],
+)
+def test_a_step_of_a_dequantized_value_stays_on_onnxruntime(
+    step: str, zero_point: int, claimed: bool
+) -> None:
+    """QuantizeLinear, DequantizeLinear, Mul by 1.7, then a function with a jump: OpenVINO
+    folds the dequantization (q * scale - zero point * scale, and the scale into the Mul), so
+    the zero point's 0 comes out 2e-9 and Sign gives 1 where onnxruntime gives 0 (random graph
+    4 quantized). The step and the DequantizeLinear stay on onnxruntime (the Mul between may
+    stay OpenVINO's: its inputs are exact there), and the outputs are onnxruntime's."""
+    last = {"Greater": (["m", "zero"], {}), "Shrink": (["m"], {"lambd": 0.0, "bias": 0.5})}
+    inputs, attrs = last.get(step, (["m"], {}))
+    nodes = [
+        node("QuantizeLinear", ["x", "s", "z"], "q"),
+        node("DequantizeLinear", ["q", "s", "z"], "d"),
+        node("Mul", ["d", "k"], "m"),
+        node(step, inputs, "y", **attrs),
+    ]
+    constants = {"s": np.float32(0.0123), "z": np.int8(zero_point), "k": np.float32(1.7)}
+    model = make_model(nodes, {"x": [1, 8, 6, 6]}, ["y"], {**constants, "zero": np.float32(0)})
+    x = np.random.default_rng(0).standard_normal((1, 8, 6, 6)).astype(np.float32) * 0.5
+    x.ravel()[::5] = 0  # the zero point
+    compiled = byoc.compile(model, config(min_partition_nodes=1))
+    got, want = compiled.run({"x": x})["y"], _onnxruntime(model, {"x": x})["y"]
+    np.testing.assert_array_equal(got, want)
+    decisions = compiled.plan.decisions
+    assert (decisions[nodes[3].name].backend == "openvino") == claimed
+    assert (decisions[nodes[1].name].backend == "openvino") == claimed
+    if not claimed:
+        (reason,) = [r for b, r in decisions[nodes[3].name].refusals if b == "openvino"]
+        assert f"a {step} ('{nodes[3].name}') of a dequantized value" in reason
+
+
 @pytest.mark.parametrize("width", [5, 36])
 def test_hardmax_ties_mark_the_first(width: int) -> None:
     """OpenVINO's Hardmax marks another of equal maxima than the first (ONNX's) along an axis

@@ -27,7 +27,9 @@ Reshape's shape, Tile's repeats, a Reduce's axes...) computed at run time
 Conv, whose shapes OpenVINO's own rewrites get wrong; a PRelu along axis 1 after a dense
 layer, which OpenVINO fuses wrongly and fails to compile; a binary op of a GroupNormalization's
 output and another computed tensor, whose compile crashes; a reduction over a batch of signals'
-last axis read per channel (``_reduced_signal``).
+last axis read per channel (``_reduced_signal``); a step function (Sign, Floor, Ceil, Round,
+Shrink, a comparison) of a dequantized value, with that DequantizeLinear and the ops between,
+as OpenVINO's folded dequantization moves values at the step (``_step_of_dequantized``).
 """
 
 from __future__ import annotations
@@ -513,6 +515,91 @@ def _prelu_after_dense(node: NodeView) -> str | None:
     return None
 
 
+# Functions with a jump at exact values: at 0, or (the first four) at other values too.
+_ZERO_STEPS = ("Sign", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
+_STEPS = frozenset({"Floor", "Ceil", "Round", "Shrink", *_ZERO_STEPS})
+_CHAIN = 8  # elementwise ops between a dequantization and a step that the rule follows
+
+
+def _step_of_dequantized(node: NodeView) -> str | None:
+    """A Sign, Floor, Ceil, Round, Shrink or comparison of a dequantized activation, directly or
+    through elementwise ops of one computed input: OpenVINO folds the dequantization into its
+    neighbours (as q * scale - zero point * scale, and scale times the next constant), so a
+    value exactly at a step (0 at the zero point, an integer) comes out an ulp off, 2e-9 where
+    onnxruntime has 0, and the result jumps (Sign 1 for 0; OpenVINO 2026.4). The step, the
+    DequantizeLinear and the ops between stay on onnxruntime (the step alone would read
+    OpenVINO's value). A Sign or comparison is exact when the zero point is 0."""
+    graph = node.graph
+    if _jumps(node):
+        step: NodeView | None = node
+    elif node.op_type == "DequantizeLinear" or _elementwise(node):
+        step = _step_after(node)
+    else:
+        return None
+    dequantize = node if node.op_type == "DequantizeLinear" else _dequantized(node)
+    if step is None or dequantize is None or graph.constant(dequantize.inputs[0]) is not None:
+        return None  # a weight's dequantization is a constant: exact
+    point = dequantize.inputs[2] if len(dequantize.inputs) > 2 else ""
+    value = graph.constant(point) if point else np.zeros(1)
+    if step.op_type in _ZERO_STEPS and value is not None and not np.any(value):
+        return None
+    return (
+        f"a {step.op_type} ('{step.name}') of a dequantized value ('{dequantize.name}'): "
+        "OpenVINO folds the dequantization into its neighbours, and a value exactly at a step "
+        "comes out an ulp off (2e-9 for 0)"
+    )
+
+
+def _jumps(node: NodeView) -> bool:
+    """A step function of one computed input (a Shrink without a jump is not one)."""
+    if node.op_type not in _STEPS or _computed(node) is None:
+        return False
+    a = node.attrs
+    return node.op_type != "Shrink" or a.get("bias", 0.0) != a.get("lambd", 0.5)
+
+
+def _computed(node: NodeView) -> str | None:
+    """The node's one computed input (the others constants), or None."""
+    computed = [n for n in node.inputs if n and node.graph.constant(n) is None]
+    return computed[0] if len(computed) == 1 else None
+
+
+def _elementwise(node: NodeView) -> str | None:
+    """The one computed input of an elementwise op, or None."""
+    elementwise = node.op_type in _UNARIES or node.op_type in _BINARIES
+    return _computed(node) if elementwise else None
+
+
+def _dequantized(node: NodeView) -> NodeView | None:
+    """The DequantizeLinear that makes the node's computed input, through elementwise ops of
+    one computed input, or None."""
+    graph, name = node.graph, _computed(node)
+    for _ in range(_CHAIN):
+        index = graph.producer.get(name) if name else None
+        if index is None:
+            return None
+        source = graph.view(index)
+        if source.op_type == "DequantizeLinear":
+            return source
+        name = _elementwise(source)
+    return None
+
+
+def _step_after(node: NodeView) -> NodeView | None:
+    """A step reading the node's output, through elementwise ops of one computed input."""
+    graph, frontier = node.graph, [node.index]
+    for _ in range(_CHAIN):
+        following = []
+        for index in frontier:
+            for reader in map(graph.view, graph.succ(index)):
+                if _jumps(reader):
+                    return reader
+                if _elementwise(reader):
+                    following.append(reader.index)
+        frontier = following
+    return None
+
+
 def _binary_after_group_norm(node: NodeView) -> str | None:
     """A binary op reading a GroupNormalization's output and a tensor another node computes
     (not a constant, not a graph input, not made by a node reading that output, as SiLU's
@@ -636,7 +723,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     rule = rule or _const_input_reason(node) or _pad_into_deconv(node)
     rule = rule or _padded_strided_pointwise(node) or _reduced_signal(node)
     rule = rule or _prelu_after_dense(node) or _binary_after_group_norm(node)
-    rule = rule or _index_reason(node, widths)
+    rule = rule or _step_of_dequantized(node) or _index_reason(node, widths)
     if rule is not None:
         return rule
     divisor = node.input_type(1) if node.op_type in ("Div", "Mod") else None
