@@ -252,3 +252,21 @@ def test_cache_clear_forgets_the_verdicts(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert not verdicts.exists()
+
+
+def test_cache_clear_all_keeps_the_models(tmp_path):
+    """``--all`` removes the compiled libraries and the backends' verdicts (openvino's trial
+    verdicts), not the models nor the venv that exports them."""
+    root = tmp_path / "cache" / "byoc"
+    names = ["placement", "ccompiler", "openvino-trials", "models", "zoo", "export-venv"]
+    for name in names:
+        (root / name).mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "cache", "clear", "--all"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")},
+    )
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in root.iterdir()) == ["export-venv", "models", "zoo"]

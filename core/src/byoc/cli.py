@@ -256,16 +256,22 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     return 0 if info["runs_here"] else 1
 
 
+# Under the cache root, what ``byoc cache clear --all`` keeps: downloaded and exported models,
+# and the venv bench/exported_models.py exports them with (about 6 GB).
+_KEPT = ("models", "zoo", "export-venv")
+
+
 def cmd_cache(args: argparse.Namespace) -> int:
     """``byoc cache clear``: forget measured placement's verdicts (and, with ``--all``, the
-    compiled libraries), so that the next compile measures (and builds) again."""
+    compiled libraries and the backends' other verdicts), so that the next compile measures
+    (and builds) again."""
     import shutil
 
     from byoc.placement import cache_root
 
     root = cache_root().parent
     targets = [p for p in root.iterdir() if p.is_dir()] if args.all and root.is_dir() else []
-    targets = [p for p in targets if p.name not in ("models", "zoo")] or [cache_root()]
+    targets = [p for p in targets if p.name not in _KEPT] or [cache_root()]
     for path in targets:
         shutil.rmtree(path, ignore_errors=True)
         print(f"removed {path}")
@@ -413,7 +419,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = add("cache", cmd_cache, "clear byoc's cache: measured placement's verdicts", model=False)
     p.add_argument("action", choices=["clear"], help="clear: remove the cached verdicts")
     p.add_argument(
-        "--all", action="store_true", help="also the compiled libraries (not the models)"
+        "--all",
+        action="store_true",
+        help="also the compiled libraries and the backends' verdicts (not the models)",
     )
     p = add("compile", cmd_compile, "compile a model; -o saves it as one .byoc file")
     p.add_argument("-o", "--output", metavar="FILE.byoc", help="save the compiled model here")
