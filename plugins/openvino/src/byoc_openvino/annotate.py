@@ -515,7 +515,8 @@ def _prelu_after_dense(node: NodeView) -> str | None:
     return None
 
 
-# Functions with a jump at exact values: at 0, or (the first four) at other values too.
+# Functions with a jump at exact values: Sign and the comparisons (with a constant; at 0 they
+# are exact when the zero point is 0), Floor, Ceil, Round and Shrink.
 _ZERO_STEPS = ("Sign", "Equal", "Greater", "Less", "GreaterOrEqual", "LessOrEqual")
 _STEPS = frozenset({"Floor", "Ceil", "Round", "Shrink", *_ZERO_STEPS})
 _CHAIN = 8  # elementwise ops between a dequantization and a step that the rule follows
