@@ -435,14 +435,14 @@ def test_statically_quantized_convolutions_run_in_int8_between_u8_tensors(
     np.testing.assert_array_equal(again.run({"x": x})["y"], y)
 
 
-@pytest.mark.parametrize("concat", [False, True])
-def test_a_dense_layer_of_s8_integers_equals_onnxruntime_as_written(concat: bool) -> None:
+@pytest.mark.parametrize("source", ["direct", "concat", "slice"])
+def test_a_dense_layer_of_s8_integers_equals_onnxruntime_as_written(source: str) -> None:
     """A QDQ dense layer of s8 integers (``quantize_static``'s int8 activations) by int8
     weights, one product per output value: its output equals onnxruntime's run of the graph as
     written to one quantum. Without VNNI oneDNN halves the weights of an s8 source (odd ones
     round), and there the layer is refused with that reason; also when the source is a Concat
-    of quantized values, which dnnl concatenates as integers (random graph 147, quantized: one
-    output value in five a step off)."""
+    of quantized values or a Slice, which dnnl quantizes first and moves as integers (random
+    graphs 147 and 228, quantized: one output value in five or three a step off)."""
     rng = np.random.default_rng(3)
     c = {
         "s": np.float32(0.05),
@@ -459,7 +459,7 @@ def test_a_dense_layer_of_s8_integers_equals_onnxruntime_as_written(concat: bool
         node("QuantizeLinear", ["m", "os", "z"], "mq"),
         node("DequantizeLinear", ["mq", "os", "z"], "y"),
     ]
-    if concat:  # the source: the Concat of two quantized tensors, quantized again
+    if source == "concat":  # the Concat of two quantized tensors, quantized again
         nodes[1:2] = [
             node("DequantizeLinear", ["xq", "s", "z"], "xa"),
             node("Relu", ["x"], "r"),
@@ -469,7 +469,17 @@ def test_a_dense_layer_of_s8_integers_equals_onnxruntime_as_written(concat: bool
             node("QuantizeLinear", ["cat", "s", "z"], "cq"),
             node("DequantizeLinear", ["cq", "s", "z"], "xd"),
         ]
-    shape = [2, 8 if concat else 16, 1]
+    if source == "slice":  # every other channel of a computed tensor, then quantized
+        nodes[0:1] = [
+            node("Relu", ["x"], "r"),
+            node("Slice", ["r", "start", "end", "axis", "step"], "sl"),
+            node("QuantizeLinear", ["sl", "s", "z"], "xq"),
+        ]
+        c |= {
+            k: np.array([v], np.int64)
+            for k, v in zip(("start", "end", "axis", "step"), (0, 32, 1, 2), strict=True)
+        }
+    shape = [2, {"direct": 16, "concat": 8, "slice": 32}[source], 1]
     model = make_model(nodes, {"x": shape}, ["y"], c)
     x = rng.standard_normal(shape).astype(np.float32) * 2
     config = {"backends": ["dnnl"], "backend": {"dnnl": {"min_partition_nodes": 1}}}

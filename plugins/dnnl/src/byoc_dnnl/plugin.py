@@ -225,7 +225,7 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
     of s8 integers (``quantize_static``'s int8 activations): oneDNN halves its weights to keep
     the pairs from saturating, which rounds odd weights (2 to 8 steps off on one output
     value in three, with a single product per value). s8 is read from the artifact (the
-    kernel writing the source writes s8, maybe through a concat: ``_s8``), so a file made
+    kernel writing the source writes s8, maybe through a slice or concat: ``_s8``), so a file made
     before this rule is checked too."""
     nodes = artifact.graph["nodes"]
     kernels = [n for n in nodes if n["op"] == "kernel"]
@@ -254,13 +254,14 @@ def saturating_kernels(artifact: Artifact, runtime: Runtime | csource.CRuntime) 
 
 def _s8(nodes: list[dict[str, Any]], index: int, depth: int = 8) -> bool:
     """Whether node ``index`` makes s8 integers: a QuantizeLinear's (or a table's) to int8,
-    or a concat or view of such (the concat of quantized values dnnl quantizes first)."""
+    or a slice, concat or view of such (``lut.quantize_first`` quantizes before a slice or
+    concat)."""
     if index < 0 or depth == 0:
         return False
     node = nodes[index]
     if node.get("attrs", {}).get("dst") == "int8":
         return True
-    if node.get("kind") not in ("concat", "view"):
+    if node.get("kind") not in ("slice", "concat", "view"):
         return False
     return any(_s8(nodes, i, depth - 1) for i in node.get("inputs", []))
 
