@@ -598,6 +598,30 @@ def test_topk_ties_break_as_onnx_says(indices_read: bool) -> None:
         np.testing.assert_array_equal(got[name], want[name])
 
 
+def test_a_worker_that_cannot_start_fails_every_trial_once(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """A worker that ends by itself (here: no Python to run it) makes every trial of this
+    process fail, and onnxruntime runs the partition: one failed start, not one per model."""
+    monkeypatch.setattr(trial, "root", lambda: tmp_path)
+    monkeypatch.setattr(trial, "_worker", None)
+    monkeypatch.setattr(trial, "_broken", None)
+    monkeypatch.setattr(sys, "executable", "/bin/false")
+    started: list[Any] = []
+    monkeypatch.setattr(
+        trial.subprocess, "Popen", lambda *a, **k: started.append(a) or _popen(*a, **k)
+    )
+    said = trial.crash("compile", small_model(), runtime.properties(plugin_defaults()))
+    assert said is not None and "the trial process ended" in said and "exit code 1" in said
+    reg = byoc.Registry(only=["openvino"])  # the default backends: fail safe
+    compiled = byoc.compile(small_model(), STATIC, registry=reg)
+    assert [s.unit.backend for s in compiled.steps] == ["onnxruntime"]
+    assert len(started) == 1 and list(tmp_path.iterdir()) == []
+
+
+_popen = subprocess.Popen
+
+
 @pytest.mark.parametrize(
     ("step", "zero_point", "claimed"),
     [

@@ -531,15 +531,15 @@ def _step_of_dequantized(node: NodeView) -> str | None:
     DequantizeLinear and the ops between stay on onnxruntime (the step alone would read
     OpenVINO's value). A Sign or comparison is exact when the zero point is 0."""
     graph = node.graph
-    if _jumps(node):
-        step: NodeView | None = node
-    elif node.op_type == "DequantizeLinear" or _elementwise(node):
-        step = _step_after(node)
-    else:
+    jumps = _jumps(node)
+    if not (jumps or node.op_type == "DequantizeLinear" or _elementwise(node)):
         return None
     dequantize = node if node.op_type == "DequantizeLinear" else _dequantized(node)
-    if step is None or dequantize is None or graph.constant(dequantize.inputs[0]) is not None:
-        return None  # a weight's dequantization is a constant: exact
+    if dequantize is None or graph.constant(dequantize.inputs[0]) is not None:
+        return None  # none, or a weight's: a constant, exact
+    step = node if jumps else _step_after(node)  # after the cheap test: float models stop there
+    if step is None:
+        return None
     point = dequantize.inputs[2] if len(dequantize.inputs) > 2 else ""
     value = graph.constant(point) if point else np.zeros(1)
     if step.op_type in _ZERO_STEPS and value is not None and not np.any(value):

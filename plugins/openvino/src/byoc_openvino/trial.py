@@ -36,6 +36,7 @@ _CRASHES = {signal.SIGSEGV, signal.SIGABRT, signal.SIGBUS, signal.SIGFPE, signal
 
 _lock = threading.Lock()
 _worker: _Worker | None = None
+_broken: str | None = None  # why the worker cannot run here: every trial fails, none starts
 
 
 def crash(kind: str, model: onnx.ModelProto, props: dict[str, Any]) -> str | None:
@@ -78,8 +79,13 @@ def verdict_path(kind: str, data: bytes, props: dict[str, Any]) -> Path:
 
 
 def _ask(kind: str, data: bytes, props: dict[str, Any]) -> tuple[str | None, bool]:
-    """(the verdict, whether it is to be kept on disk)."""
-    global _worker
+    """(the verdict, whether it is to be kept on disk). A worker that ends by itself (not by
+    a signal) could not start or serve here: that is this process's verdict from then on, so
+    a model of a thousand nodes asked one by one does not start a thousand (each fails safe:
+    onnxruntime runs what OpenVINO would have)."""
+    global _worker, _broken
+    if _broken is not None:
+        return _broken, False
     if _worker is None or _worker.parent != os.getpid() or _worker.proc.poll() is not None:
         _worker = _Worker()  # a forked process starts its own: the pipes are its parent's
     worker = _worker
@@ -101,7 +107,8 @@ def _ask(kind: str, data: bytes, props: dict[str, Any]) -> tuple[str | None, boo
     if code < 0:
         name = signal.Signals(-code).name
         return f"{what} crashed a trial process ({name}){said}", -code in _CRASHES
-    return f"the trial process ended {what} (exit code {code}){said}", False
+    _broken = f"the trial process ended {what} (exit code {code}){said}"
+    return _broken, False
 
 
 class _Worker:
