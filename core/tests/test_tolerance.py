@@ -9,7 +9,7 @@ import onnx
 import pytest
 from byoc.graph import Graph
 from byoc.testing.build import make_model, node
-from byoc.tolerance import compare_arrays
+from byoc.tolerance import compare_arrays, float32_outputs
 
 
 def test_special_values_match_themselves_at_any_tolerance():
@@ -96,3 +96,37 @@ def test_a_long_chain_before_a_quantization_is_not_a_recursion_error() -> None:
     constants = {"s": np.float32(0.05), "z": np.uint8(128)}
     model = make_model(nodes, {"x": [1, 4]}, ["y"], constants)
     assert Graph(model).quantum("y") == pytest.approx(0.05)
+
+
+def test_a_float16_output_is_compared_to_one_ulp_at_least():
+    """rtol 1e-4 is below one ulp of float16 (2^-10 relative): a value one ulp off passes, two
+    ulps off fail; float32 keeps the rtol it is given."""
+    want = np.array([1.0, 1000.0], np.float16)
+    one_ulp = np.nextafter(want, np.float16(np.inf))
+    assert compare_arrays("y", one_ulp, want, rtol=1e-4, atol=0.0).passed
+    assert not compare_arrays("y", np.nextafter(one_ulp, np.inf), want, 1e-4, 0.0).passed
+    wide = want.astype(np.float32)
+    assert not compare_arrays("y", one_ulp.astype(np.float32), wide, 1e-4, 0.0).passed
+
+
+def test_a_float16_models_float32_twin_computes_in_float32_and_rounds_when_asked():
+    """x (float32) -> Cast to float16 -> Mul by a float16 constant -> Add -> y (float16): the
+    twin casts to float32 instead and keeps the constant's value; rounded, each value a node
+    writes is rounded to float16 again, as ONNX has it. A float32 model has no twin."""
+    nodes = [
+        node("Cast", ["x"], "h", to=onnx.TensorProto.FLOAT16),
+        node("Mul", ["h", "k"], "m"),
+        node("Add", ["m", "h"], "y"),
+    ]
+    k = np.array(1.1, np.float16)
+    model = make_model(nodes, {"x": [1, 64]}, ["y"], {"k": k})
+    x = np.random.default_rng(0).uniform(1, 2, (1, 64)).astype(np.float32)
+    exact = x * np.float32(k) + x
+    (wide,) = float32_outputs(model, {"x": x}, ["y"], rounded=False)
+    assert wide.dtype == np.float32 and np.allclose(wide, exact, rtol=1e-6)
+    (rounded,) = float32_outputs(model, {"x": x}, ["y"], rounded=True)
+    h = x.astype(np.float16).astype(np.float32)
+    m = (h * np.float32(k)).astype(np.float16).astype(np.float32)
+    assert np.array_equal(rounded, (m + h).astype(np.float16).astype(np.float32))
+    float_model = make_model([node("Relu", ["x"], "y")], {"x": [1, 64]}, ["y"])
+    assert float32_outputs(float_model, {"x": x}, ["y"], rounded=True) is None

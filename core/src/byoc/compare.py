@@ -21,7 +21,7 @@ from byoc.pipeline import ModelLike
 from byoc.plan import FALLBACK
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
-from byoc.tolerance import OutputReport, compare_arrays, within_spread
+from byoc.tolerance import OutputReport, compare_arrays, float32_outputs, within_spread
 
 
 @dataclass
@@ -83,6 +83,7 @@ class CompareReport:
                     "note": o.note,
                     "onnxruntime_spread": o.spread,
                     "quantum": o.quantum,
+                    "resolution": o.resolution,
                 }
                 for o in self.outputs
             ],
@@ -113,12 +114,14 @@ class CompareReport:
             + (" + twice onnxruntime's own spread" if spread else "")
             + (" + rounding ties" if any(o.quantum for o in spread) else "")
         )
+        if any(o.resolution > self.rtol for o in self.outputs):
+            lines[-1] += " (rtol at least one ulp of a float16 or bfloat16 output)"
         for o in spread:
             step = f"; rounding ties may move it {o.quantum:.3g}, allowed" if o.quantum else ""
             lines.append(
-                f"  {o.name}: onnxruntime's optimized and unoptimized runs differ by "
-                f"{o.spread:.3g}{step} (fused kernels and sums in another order round "
-                "otherwise: a quantized model's do)"
+                f"  {o.name}: onnxruntime's own runs differ by {o.spread:.3g}{step} "
+                "(optimized against unoptimized: fused kernels and sums in another order "
+                "round otherwise, a quantized model's do; a float16 model against float32)"
             )
         if self.hint and not self.passed:
             lines.append(f"note: {self.hint}")
@@ -184,15 +187,16 @@ def compare(
     reports = [compare_arrays(n, got[n], want[n], rtol, atol) for n in compiled.outputs]
     plan = compiled.plan
     assert plan is not None
-    unoptimized = (
-        None if all(r.passed for r in reports) else _unoptimized(plan, inputs, compiled.outputs)
-    )
-    if unoptimized is not None:  # as measured placement judges a partition
+    passed = all(r.passed for r in reports)
+    others = [] if passed else _references(plan, inputs, compiled.outputs)
+    if others:  # as measured placement judges a partition
         graph = Graph(plan.model)
         reports = [
             r
             if r.passed
-            else within_spread(n, got[n], want[n], unoptimized[n], rtol, atol, graph.quantum(n))
+            else within_spread(
+                n, got[n], want[n], [o[n] for o in others], rtol, atol, graph.quantum(n)
+            )
             for n, r in zip(compiled.outputs, reports, strict=True)
         ]
     passed = all(r.passed for r in reports)
@@ -225,18 +229,22 @@ def _int8_hint(model: Any) -> str:
     )
 
 
-def _unoptimized(
+def _references(
     plan: Any, inputs: Mapping[str, np.ndarray], names: list[str]
-) -> dict[str, Any] | None:
-    """The model's outputs from onnxruntime with its graph optimizations off; None when it
-    cannot run that way (then no spread is allowed)."""
+) -> list[dict[str, Any]]:
+    """onnxruntime's other runs of the model, which its spread is measured against: with its
+    graph optimizations off, and a float16 or bfloat16 model in float32; those that run (none
+    run: the strict comparison stands)."""
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     source = plan.source if plan.source is not None else plan.model
+    runs = []
     try:
         session = ort.InferenceSession(
             source.SerializeToString(), options, providers=["CPUExecutionProvider"]
         )
-        return dict(zip(names, session.run(names, dict(inputs)), strict=True))
-    except Exception:  # onnxruntime's own failure: the strict comparison stands
-        return None
+        runs.append(session.run(names, dict(inputs)))
+    except Exception:  # onnxruntime's own failure
+        pass
+    runs += [float32_outputs(source, inputs, names, rounded) for rounded in (False, True)]
+    return [dict(zip(names, r, strict=True)) for r in runs if r is not None]

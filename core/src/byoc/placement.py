@@ -7,7 +7,8 @@ asks ``Placer.verify`` whether the built model stays. For the plan it is given, 
    backend partition gets its real input values and outputs;
 2. builds each backend partition and runs it once on them: one that fails, or (measured) whose
    outputs differ from onnxruntime's beyond ``[compare]`` rtol/atol plus twice what
-   onnxruntime's optimized and unoptimized runs differ by, goes back untimed;
+   onnxruntime's own runs differ by (optimized against unoptimized, and a float16 model
+   against float32), goes back untimed;
 3. (``[compile] placement = "measured"``, the default) times each remaining partition against
    an onnxruntime session of the same partition model, interleaved after a warm-up, medians,
    with the fallback's thread settings and spinning off (how a multi-unit plan runs); a
@@ -69,7 +70,7 @@ from byoc.pipeline import as_read, partition
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
-from byoc.tolerance import compare_arrays, precision_error, within_spread
+from byoc.tolerance import compare_arrays, float32_outputs, precision_error, within_spread
 from byoc.units import compile_unit
 
 Runner = Callable[[list[Any]], Any]
@@ -660,50 +661,63 @@ class Placer:
         """Why the partition's one run on the measurement inputs is not to be trusted, if it
         is not: it raised, returned the wrong things, or (measured placement) an output
         differs from onnxruntime's beyond [compare] rtol/atol plus twice what onnxruntime's
-        optimized and unoptimized runs of the partition differ by (``_unoptimized``)."""
+        own runs of the partition differ by (``_references``)."""
         try:
             got = results_of(unit, runtime.run(list(trial.args)))
         except Exception as exc:
             return f"failed on the measurement inputs ({type(exc).__name__}: {exc})"
         if not self.measured_mode:
             return None
-        return self._differs(unit, got, trial.outputs, lambda: self._unoptimized(unit, trial.args))
+        return self._differs(unit, got, trial.outputs, lambda: self._references(unit, trial.args))
 
     def _differs(
-        self, unit: Partition, got: list[Any], want: list[Any], unoptimized: Callable[[], list[Any]]
+        self,
+        unit: Partition,
+        got: list[Any],
+        want: list[Any],
+        references: Callable[[], list[list[Any]]],
     ) -> str | None:
         """Why ``got`` is not ``want`` (onnxruntime's outputs of ``unit``), or None: an output
-        differs beyond [compare] rtol/atol plus twice what onnxruntime's optimized and
-        unoptimized runs differ by (``unoptimized()``, run only for an output that differs)."""
+        differs beyond [compare] rtol/atol plus twice what onnxruntime's own runs differ by
+        (``references()``, run only for an output that differs)."""
         rtol, atol = self.cfg.compare["rtol"], self.cfg.compare["atol"]
-        spread: list[Any] | None = None
+        others: list[list[Any]] | None = None
         for i, (name, g, w) in enumerate(zip(unit.outputs, got, want, strict=True)):
             report = compare_arrays(name, g, w, rtol, atol)
             if report.passed:
                 continue
-            if spread is None:  # how far onnxruntime is from itself, for this unit
-                spread = unoptimized()
-            wide = within_spread(name, g, w, spread[i], rtol, atol, unit.graph.quantum(name))
+            if others is None:  # how far onnxruntime is from itself, for this unit
+                others = references()
+            wide = within_spread(
+                name, g, w, [o[i] for o in others], rtol, atol, unit.graph.quantum(name)
+            )
             if wide.passed:
                 continue
             detail = report.note or f"max abs error {report.max_abs:.3g}"
             return (
                 f"output '{name}' differs from onnxruntime's on the measurement inputs "
                 f"({detail}; [compare] rtol = {rtol:g}, atol = {atol:g}, plus twice the "
-                f"{wide.spread:.3g} that onnxruntime's optimized and unoptimized runs differ by"
+                f"{wide.spread:.3g} that onnxruntime's own runs differ by"
                 + (f", plus the {wide.quantum:.3g} ties may move it" if wide.quantum else "")
                 + ")"
             )
         return None
 
-    def _unoptimized(self, unit: Partition, args: list[Any]) -> list[Any]:
-        """The partition's outputs from onnxruntime with its graph optimizations off. Fused
-        kernels round differently (a QDQ model's QLinearConv against DequantizeLinear, Conv,
-        QuantizeLinear: a quantum, which later layers carry on and scale: 10.2 on
-        yolov8n-det-qdq's boxes of up to 317), so a backend may differ from onnxruntime by
-        twice what onnxruntime's two ways of running the partition differ by."""
+    def _references(self, unit: Partition, args: list[Any]) -> list[list[Any]]:
+        """The partition's outputs from onnxruntime's other runs: with its graph optimizations
+        off, and (float16 or bfloat16) in float32, with and without rounding what each node
+        writes (``float32_outputs``). Fused kernels round differently (a QDQ model's
+        QLinearConv against DequantizeLinear, Conv, QuantizeLinear: a quantum, which later
+        layers carry on and scale: 10.2 on yolov8n-det-qdq's boxes of up to 317), and a
+        backend may keep float32 between float16 ops, or round after each where onnxruntime
+        does not, so a backend may differ from onnxruntime by twice what these runs do."""
         table = {**self._quiet_fallback(), "graph_optimization_level": "disable"}
-        return list(compile_unit(self.reg, FALLBACK, unit, table)[1].run(list(args)))
+        runs = [list(compile_unit(self.reg, FALLBACK, unit, table)[1].run(list(args)))]
+        feeds = dict(zip(unit.inputs, args, strict=True))
+        for rounded in (False, True):
+            wide = float32_outputs(unit.model, feeds, unit.outputs, rounded)
+            runs += [] if wide is None else [wide]
+        return runs
 
     def _quiet_fallback(self) -> dict[str, Any]:
         """The [fallback] table for onnxruntime runs beside a backend's (``_quiet``)."""
@@ -880,8 +894,8 @@ class Placer:
             differs = None
             if not self._reduced_precision() and not _draws_random(self.source.graph):
                 outputs, want = [got[n] for n in whole.outputs], list(plain.run(args))
-                spread = functools.partial(self._unoptimized, whole, args)
-                differs = self._differs(whole, outputs, want, spread)
+                others = functools.partial(self._references, whole, args)
+                differs = self._differs(whole, outputs, want, others)
             failure = f"the compiled model's {differs}" if differs else None
         except Exception as exc:  # each partition ran alone, but not all of them together
             failure = f"failed on the measurement inputs ({type(exc).__name__}: {exc})"
