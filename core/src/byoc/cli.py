@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 import tempfile
 import warnings
@@ -467,12 +466,16 @@ def _show_warning(message: Any, category: Any, *args: Any, **kwargs: Any) -> Non
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    if argv is None and hasattr(signal, "SIGPIPE"):  # as a command: `byoc explain M | head -1`
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # ends quietly, like other Unix tools
     args = build_parser().parse_args(argv)
     warnings.showwarning = _show_warning
     try:
-        return int(args.fn(args))
+        code = int(args.fn(args))
+        sys.stdout.flush()  # a closed pipe shows here, not as Python exits
+        return code
+    except BrokenPipeError:  # `byoc explain M | head -1` ends quietly, like other Unix tools;
+        # SIGPIPE stays ignored, so no other pipe (a plugin's worker's) can kill the process
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
     except ByocError as exc:
         print(f"byoc: error: {exc}", file=sys.stderr)
         return 2

@@ -622,6 +622,29 @@ def test_a_worker_that_cannot_start_fails_every_trial_once(
 _popen = subprocess.Popen
 
 
+def test_the_command_survives_a_worker_that_ends_while_it_writes(tmp_path: Path) -> None:
+    """`byoc compare` sends a 147 KB model to a trial worker that has ended (no Python to run
+    it): the write meets a closed pipe. The command went down with SIGPIPE, silently (it had
+    reset SIGPIPE so that `byoc explain M | head -1` ends quietly); now the trial fails, and
+    onnxruntime runs the model."""
+    script = (
+        "import sys\n"
+        "from byoc import cli\n"
+        "from byoc.testing.build import make_model, node\n"
+        "w = np.random.default_rng(0).standard_normal((64, 64, 3, 3)).astype(np.float32)\n"
+        "conv = node('Conv', ['x', 'w'], 'y', pads=[1, 1, 1, 1])\n"
+        f"path = {str(tmp_path / 'conv.onnx')!r}\n"
+        "onnx.save(make_model([conv], {'x': [1, 64, 8, 8]}, ['y'], {'w': w}), path)\n"
+        f"cfg = Path({str(tmp_path / 'ov.toml')!r})\n"
+        "cfg.write_text('backends = [\"openvino\"]')\n"
+        "sys.executable = '/bin/false'\n"
+        "sys.argv = ['byoc', 'compare', path, '-c', str(cfg)]\n"
+        "print('exit', cli.main())\n"
+    )
+    out = _in_child(script, tmp_path)
+    assert "ran: onnxruntime only" in out and out.strip().endswith("exit 0")
+
+
 @pytest.mark.parametrize(
     ("step", "zero_point", "claimed"),
     [
