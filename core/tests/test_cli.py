@@ -270,3 +270,54 @@ def test_cache_clear_all_keeps_the_models(tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert sorted(p.name for p in root.iterdir()) == ["export-venv", "models", "zoo"]
+
+
+def test_sequence_and_map_outputs_compare_and_save(tmp_path):
+    """A sequence output (SplitToSequence) and ZipMap's sequence of maps, as scikit-learn
+    classifiers converted to ONNX have: compare checks them item by item (it failed with an
+    internal error), and run saves them as NAME.npz and NAME.json (it failed too)."""
+    helper = onnx.helper
+    nodes = [
+        node("Relu", ["x"], "r"),
+        node("SplitToSequence", ["r"], "pieces", axis=1),
+        node("Softmax", ["r"], "prob", axis=1),
+        helper.make_node(
+            "ZipMap", ["prob"], ["probabilities"], domain="ai.onnx.ml", classlabels_int64s=[7, 8]
+        ),
+    ]
+    tensor = helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [3, 1])
+    label = helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [])
+    outputs = [
+        helper.make_value_info("pieces", helper.make_sequence_type_proto(tensor)),
+        helper.make_value_info(
+            "probabilities",
+            helper.make_sequence_type_proto(
+                helper.make_map_type_proto(onnx.TensorProto.INT64, label)
+            ),
+        ),
+    ]
+    x_info = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [3, 2])
+    model = helper.make_model(
+        helper.make_graph(nodes, "classifier", [x_info], outputs),
+        opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 1)],
+        ir_version=8,
+    )
+    path, cfg = tmp_path / "seq.onnx", tmp_path / "byoc.toml"
+    onnx.save(model, path)
+    cfg.write_text(
+        'backends = ["examplejson"]\n[compile]\nplacement = "static"\n'
+        "[backend.examplejson]\nmin_partition_nodes = 1\n"
+    )
+    done = byoc_cli("compare", path, "-c", cfg)
+    assert done.returncode == 0, done.stderr
+    assert "pieces" in done.stdout and "ran: examplejson" in done.stdout
+    x = np.array([[-1.0, 2.0], [3.0, -4.0], [0.5, 0.25]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    done = byoc_cli("run", path, "-c", cfg, "--input", f"x={tmp_path / 'x.npy'}", "-o", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "pieces: sequence of 2 (float32[3, 1])" in done.stdout
+    pieces = np.load(tmp_path / "pieces.npz")
+    np.testing.assert_array_equal(pieces["arr_1"], np.maximum(x, 0)[:, 1:])
+    probabilities = json.loads((tmp_path / "probabilities.json").read_text())
+    assert len(probabilities) == 3 and set(probabilities[0]) == {"7", "8"}
+    assert abs(probabilities[1]["7"] - np.exp(3) / (np.exp(3) + 1)) < 1e-6  # softmax of [3, 0]

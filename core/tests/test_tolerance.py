@@ -130,3 +130,18 @@ def test_a_float16_models_float32_twin_computes_in_float32_and_rounds_when_asked
     assert np.array_equal(rounded, (m + h).astype(np.float16).astype(np.float32))
     float_model = make_model([node("Relu", ["x"], "y")], {"x": [1, 64]}, ["y"])
     assert float32_outputs(float_model, {"x": x}, ["y"], rounded=True) is None
+
+
+def test_sequences_and_maps_are_compared_item_by_item():
+    """Ragged sequences (numpy cannot make one array of them) and ZipMap's maps: equal items
+    pass; an item beyond tolerance, another length or other keys fail, and say which."""
+    seq = [np.ones((2, 1), np.float32), np.ones((2, 3), np.float32)]
+    assert compare_arrays("s", [a.copy() for a in seq], seq, 1e-4, 1e-4).passed
+    off = [seq[0], seq[1] + 0.5]
+    report = compare_arrays("s", off, seq, 1e-4, 1e-4)
+    assert not report.passed and report.max_abs == 0.5 and report.shape == (2,)
+    assert compare_arrays("s", seq[:1], seq, 1e-4, 1e-4).note == "1 items != 2"
+    maps = [{7: 0.25, 8: 0.75}]
+    assert compare_arrays("p", [{7: 0.25, 8: 0.75}], maps, 1e-4, 1e-4).passed
+    assert not compare_arrays("p", [{7: 0.25, 9: 0.75}], maps, 1e-4, 1e-4).passed
+    assert compare_arrays("p", [{7: 0.25, 9: 0.75}], maps, 1e-4, 1e-4).note == "item 0: keys differ"

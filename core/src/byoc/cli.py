@@ -220,14 +220,51 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.output:
         os.makedirs(args.output, exist_ok=True)
     for name, value in outputs.items():
-        summary = f"{name}: {value.dtype}{list(value.shape)}"
-        if value.size and value.dtype.kind in "fiub":
-            summary += f" min {value.min():.6g} max {value.max():.6g} mean {value.mean():.6g}"
-        print(summary)
+        print(f"{name}: {_summary(value)}")
         if args.output:
-            safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
-            np.save(Path(args.output) / f"{safe}.npy", value)
+            _save(Path(args.output), name, value)
     return 0
+
+
+def _summary(value: Any) -> str:
+    """A tensor's type, shape and range; a sequence's or a map's length and item types."""
+    if isinstance(value, list | dict):
+        items = value.values() if isinstance(value, dict) else value
+        kinds = dict.fromkeys(_kind(v) for v in items)
+        return f"{_kind(value)} of {len(value)} ({'; '.join(kinds) or 'empty'})"
+    value = np.asarray(value)
+    summary = _kind(value)
+    if value.size and value.dtype.kind in "fiub":
+        summary += f" min {value.min():.6g} max {value.max():.6g} mean {value.mean():.6g}"
+    return summary
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, list | dict):
+        return "map" if isinstance(value, dict) else "sequence"
+    value = np.asarray(value)
+    return f"{value.dtype}{list(value.shape)}"
+
+
+def _save(directory: Path, name: str, value: Any) -> None:
+    """A tensor as NAME.npy, a sequence of tensors as NAME.npz (arr_0, arr_1, ...), a map or
+    a sequence of maps (ZipMap's) as NAME.json."""
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+    if isinstance(value, np.ndarray):
+        np.save(directory / f"{safe}.npy", value)
+    elif isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
+        np.savez(directory / f"{safe}.npz", *value)
+    else:
+        (directory / f"{safe}.json").write_text(json.dumps(_plain(value)))
+
+
+def _plain(value: Any) -> Any:
+    """``value`` in JSON's types: map keys as text, numbers and arrays as numbers and lists."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return np.asarray(value).tolist()
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
@@ -403,7 +440,12 @@ def build_parser() -> argparse.ArgumentParser:
         artifact=True,
     )
     p.add_argument("--input", action="append", metavar="NAME=FILE.npy", help=INPUT_HELP)
-    p.add_argument("-o", "--output", metavar="DIR", help="save outputs as DIR/NAME.npy")
+    p.add_argument(
+        "-o",
+        "--output",
+        metavar="DIR",
+        help="save outputs as DIR/NAME.npy (a sequence of tensors: .npz; a map: .json)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p.add_argument(
         "--trust-native",

@@ -71,6 +71,7 @@ def specialize(
     if shapes:
         _fix_shapes(proto.graph, shapes)
     _check_initializers(proto.graph)
+    _check_input_kinds(proto.graph)
     try:
         onnx.checker.check_model(_declared_outputs_only(proto))
     except Exception as exc:
@@ -122,6 +123,19 @@ def _declared_outputs_only(proto: onnx.ModelProto) -> onnx.ModelProto:
     del checked.graph.output[:]
     checked.graph.output.extend(declared)
     return checked
+
+
+def _check_input_kinds(graph: onnx.GraphProto) -> None:
+    """Inputs are tensors: byoc makes, checks and passes every input as an array, so a
+    sequence or a map would reach onnxruntime as a tensor and fail there, obscurely."""
+    constants = {t.name for t in graph.initializer}
+    for value in graph.input:
+        kind = value.type.WhichOneof("value")
+        if value.name not in constants and kind not in (None, "tensor_type"):
+            raise ModelError(
+                f"input '{value.name}' is a {kind.removesuffix('_type').replace('_', ' ')}; "
+                "byoc takes tensor inputs only (onnxruntime can run this model itself)"
+            )
 
 
 def _check_opsets(proto: onnx.ModelProto) -> None:

@@ -30,12 +30,13 @@ class OutputReport:
     resolution: float = 0.0  # the rtol a float16 or bfloat16 output is compared with at least
 
 
-def compare_arrays(
-    name: str, got: np.ndarray, want: np.ndarray, rtol: float, atol: float
-) -> OutputReport:
+def compare_arrays(name: str, got: Any, want: Any, rtol: float, atol: float) -> OutputReport:
     """Compare one output the way ORT's EP tests do: |got - want| <= atol + rtol * |want|; a
     float16 or bfloat16 output with rtol at least its own resolution (``_RESOLUTION``), as
-    onnxruntime's tests take float16's: one rounding more of the output is not a difference."""
+    onnxruntime's tests take float16's: one rounding more of the output is not a difference.
+    A sequence (a list) or a map (a dict: ZipMap's) is compared item by item (``_items``)."""
+    if isinstance(want, list | dict):
+        return _items(name, got, want, rtol, atol)
     got, want = np.asarray(got), np.asarray(want)
     for what, a, b in (("shape", got.shape, want.shape), ("dtype", got.dtype, want.dtype)):
         if a != b:
@@ -57,6 +58,33 @@ def compare_arrays(
     max_abs = float(np.max(diff))
     max_rel = float(np.max(diff / np.maximum(np.abs(np.where(both_nan, 1.0, w)), 1e-12)))
     return OutputReport(name, want.shape, max_abs, max_rel, ok, resolution=resolution)
+
+
+def _items(
+    name: str, got: Any, want: list[Any] | dict[Any, Any], rtol: float, atol: float
+) -> OutputReport:
+    """A sequence or map output: the same length (keys), and each item within tolerance; its
+    report has the items' largest errors, and the shape (number of items,)."""
+    if isinstance(want, dict):
+        same = isinstance(got, dict) and got.keys() == want.keys()
+        pairs = [(got[k], want[k]) for k in want] if same else []
+        why = "" if same else "keys differ"
+    else:
+        same = isinstance(got, list) and len(got) == len(want)
+        pairs = list(zip(got, want, strict=True)) if same else []
+        why = "" if same else f"{len(got) if isinstance(got, list) else 'no'} items != {len(want)}"
+    if not same:
+        return OutputReport(name, (len(want),), math.inf, math.inf, False, why)
+    reports = [compare_arrays(name, g, w, rtol, atol) for g, w in pairs]
+    return OutputReport(
+        name,
+        (len(want),),
+        max((r.max_abs for r in reports), default=0.0),
+        max((r.max_rel for r in reports), default=0.0),
+        all(r.passed for r in reports),
+        next((f"item {i}: {r.note}" for i, r in enumerate(reports) if r.note), ""),
+        resolution=max((r.resolution for r in reports), default=0.0),
+    )
 
 
 def within_spread(
@@ -89,8 +117,8 @@ def within_spread(
 def _distance(reference: Any, want: Any) -> float:
     """The largest difference between two runs' output; a float32 run of a float16 one's
     counts in float64."""
-    reference, want = np.asarray(reference), np.asarray(want)
-    if reference.dtype != want.dtype and reference.dtype.kind == want.dtype.kind == "f":
+    arrays = isinstance(reference, np.ndarray) and isinstance(want, np.ndarray)
+    if arrays and reference.dtype != want.dtype and reference.dtype.kind == want.dtype.kind == "f":
         reference, want = reference.astype(np.float64), want.astype(np.float64)
     return compare_arrays("", reference, want, 0.0, 0.0).max_abs
 

@@ -158,6 +158,22 @@ def test_an_opset_newer_than_onnx_knows_is_a_model_error():
         byoc.partition(m)
 
 
+def test_a_sequence_input_is_a_model_error_that_says_so():
+    """byoc makes every input an array: a sequence given as a list reached onnxruntime as one
+    tensor, and failed there with "expected to be of type: 3 but received a tensor"."""
+    helper = onnx.helper
+    items = helper.make_tensor_type_proto(onnx.TensorProto.FLOAT, [2, 3])
+    graph = helper.make_graph(
+        [node("ConcatFromSequence", ["s"], "y", axis=0)],
+        "g",
+        [helper.make_value_info("s", helper.make_sequence_type_proto(items))],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [6, 3])],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(byoc.ModelError, match="input 's' is a sequence; byoc takes tensor inputs"):
+        byoc.compare(m, inputs={"s": [np.ones((2, 3), np.float32)] * 2})
+
+
 def test_a_range_of_a_trillion_elements_is_a_model_error_at_once():
     """ONNX shape inference computed it: 11 GB and 23 s before it failed."""
     m = make_model(
