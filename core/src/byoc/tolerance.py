@@ -25,7 +25,7 @@ class OutputReport:
     max_rel: float
     passed: bool
     note: str = ""
-    spread: float | None = None  # how far onnxruntime's unoptimized run is, when asked (below)
+    spread: float | None = None  # how far onnxruntime's own other runs are, when asked (below)
     quantum: float = 0.0  # the step of a dequantized output's values, when allowed (below)
     resolution: float = 0.0  # the rtol a float16 or bfloat16 output is compared with at least
 
@@ -132,11 +132,12 @@ def float32_outputs(
     main graph writes is rounded to its type after all, as ONNX has it (onnxruntime skips
     some of those roundings: it runs a float16 op between float32 ones in float32). None when
     the model has no such value, or onnxruntime cannot run it so."""
+    if not _holds_narrow(model.graph):  # no copy of a float32 model
+        return None
     twin = onnx.ModelProto()
     twin.CopyFrom(model)
     narrow = {v.name for v in model.graph.input if v.type.tensor_type.elem_type in _NARROW}
-    if not _widen(twin.graph):
-        return None
+    _widen(twin.graph)
     wide = {k: np.asarray(v, np.float32) if k in narrow else v for k, v in feeds.items()}
     options = ort.SessionOptions()  # keeps the rounding Casts
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
@@ -176,26 +177,33 @@ def _round_written(model: onnx.ModelProto, graph: onnx.GraphProto) -> None:
     graph.node.extend(nodes)
 
 
-def _widen(graph: onnx.GraphProto) -> bool:
-    """Make ``graph``'s float16 and bfloat16 values float32, in place; whether it had any."""
-    found = False
+def _holds_narrow(graph: onnx.GraphProto) -> bool:
+    """Whether a value ``graph`` declares or a constant it holds is float16 or bfloat16, or
+    one of its nodes casts to one (a subgraph's own are not looked for)."""
+    values = (*graph.input, *graph.output, *graph.value_info)
+    return (
+        any(v.type.tensor_type.elem_type in _NARROW for v in values)
+        or any(t.data_type in _NARROW for t in graph.initializer)
+        or any(a.name == "to" and a.i in _NARROW for n in graph.node for a in n.attribute)
+    )
+
+
+def _widen(graph: onnx.GraphProto) -> None:
+    """Make ``graph``'s float16 and bfloat16 values float32, in place, subgraphs too."""
     for value in (*graph.input, *graph.output, *graph.value_info):
         if value.type.tensor_type.elem_type in _NARROW:
-            value.type.tensor_type.elem_type, found = onnx.TensorProto.FLOAT, True
+            value.type.tensor_type.elem_type = onnx.TensorProto.FLOAT
     tensors = list(graph.initializer)
     for node in graph.node:
         for a in node.attribute:
             tensors += [a.t] if a.type == onnx.AttributeProto.TENSOR else []
             if a.type == onnx.AttributeProto.INT and a.name in ("to", "dtype") and a.i in _NARROW:
-                a.i, found = onnx.TensorProto.FLOAT, True
+                a.i = onnx.TensorProto.FLOAT
             for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs:
-                found = _widen(sub) or found
+                _widen(sub)
     for t in tensors:
         if t.data_type in _NARROW:
-            wide = numpy_helper.to_array(t).astype(np.float32)
-            t.CopyFrom(numpy_helper.from_array(wide, t.name))
-            found = True
-    return found
+            t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float32), t.name))
 
 
 def precision_error(got: list[Any], want: list[Any]) -> float:
