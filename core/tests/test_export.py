@@ -84,6 +84,19 @@ def test_save_load_in_a_fresh_process_gives_identical_outputs(tmp_path, config):
         assert got[name].dtype == want[name].dtype
 
 
+@pytest.mark.parametrize("config", [EXAMPLEJSON, ORT_ONLY], ids=["examplejson", "onnxruntime"])
+def test_a_model_listing_an_output_twice_saves_and_loads(tmp_path, config):
+    """ONNX lets a graph list one output twice. byoc's onnxruntime unit named it twice as
+    well, and loading the .byoc file it had written refused its manifest ("names a value
+    twice")."""
+    model = make_model([node("Relu", ["x"], "r"), node("Tanh", ["r"], "y")], {"x": [2, 3]}, ["y"])
+    model.graph.output.append(model.graph.output[0])
+    compiled = byoc.compile(model, config)
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    loaded = byoc.load(compiled.save(tmp_path / "m.byoc"))
+    np.testing.assert_allclose(loaded.run({"x": x})["y"], np.tanh(np.maximum(x, 0)), rtol=1e-6)
+
+
 def test_loaded_model_keeps_signature_and_schedule(tmp_path):
     compiled = byoc.compile(small_model(), EXAMPLEJSON)
     loaded = byoc.load(compiled.save(tmp_path / "m.byoc"))

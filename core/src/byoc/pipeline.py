@@ -133,7 +133,7 @@ def as_read(unit: Partition, source: onnx.ModelProto) -> None:
     Not when the signatures differ (constant outputs)."""
     inits = {t.name for t in source.graph.initializer}
     inputs = [v for v in source.graph.input if v.name not in inits]
-    outputs = [v.name for v in source.graph.output]
+    outputs = list(dict.fromkeys(v.name for v in source.graph.output))  # one listed twice: once
     if {v.name for v in inputs} != set(unit.inputs) or set(outputs) != set(unit.outputs):
         return
     model = onnx.ModelProto()

@@ -1149,7 +1149,8 @@ def _whole_unit(model: onnx.ModelProto) -> Partition:
     (weights an old model also lists as inputs stay constants: onnxruntime prepacks them)."""
     graph = model.graph
     inputs = [i.name for i in graph.input if i.name not in {t.name for t in graph.initializer}]
-    unit = Partition("whole", FALLBACK, [], inputs, [o.name for o in graph.output], model)
+    outputs = list(dict.fromkeys(o.name for o in graph.output))  # one listed twice: once
+    unit = Partition("whole", FALLBACK, [], inputs, outputs, model)
     as_read(unit, model)
     return unit
 
