@@ -97,6 +97,22 @@ def test_a_model_listing_an_output_twice_saves_and_loads(tmp_path, config):
     np.testing.assert_allclose(loaded.run({"x": x})["y"], np.tanh(np.maximum(x, 0)), rtol=1e-6)
 
 
+def test_a_value_name_the_reader_refuses_is_not_saved(tmp_path):
+    """A name with a newline is valid ONNX and runs, but the reader refuses control characters
+    (names reach terminals): save says so, rather than write a file that does not load. A
+    node's name with one compiles with examplejson (its comment in the source stays one line)."""
+    name = "new\nline"
+    model = make_model([node("Relu", [name], "r"), node("Tanh", ["r"], "y")], {name: [2]}, ["y"])
+    model.graph.node[0].name = name
+    one = {"backends": ["examplejson"], "backend": {"examplejson": {"min_partition_nodes": 1}}}
+    compiled = byoc.compile(model, {**one, "compile": {"placement": "static"}})
+    assert [s.unit.backend for s in compiled.steps] == ["examplejson"]
+    assert compiled.run({name: np.ones(2, np.float32)})["y"].shape == (2,)
+    with pytest.raises(byoc.ArtifactError, match=r"a \.byoc file cannot carry it"):
+        compiled.save(tmp_path / "m.byoc")
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_loaded_model_keeps_signature_and_schedule(tmp_path):
     compiled = byoc.compile(small_model(), EXAMPLEJSON)
     loaded = byoc.load(compiled.save(tmp_path / "m.byoc"))

@@ -46,6 +46,9 @@ class Saved(Protocol):
 FORMAT = "byoc"
 FORMAT_VERSION = 2  # 2: no toolchain or filesystem settings in "config"; a "stamp"
 MANIFEST = "manifest.json"
+# what a name in the manifest may not hold (it reaches terminals), and its longest length
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+NAME_LIMIT = 4096
 ZIP_MAGIC = b"PK\x03\x04"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
@@ -62,6 +65,20 @@ def is_artifact(path: str | os.PathLike[str]) -> bool:
 # ---------------------------------------------------------------------------------------------
 # saving
 # ---------------------------------------------------------------------------------------------
+
+
+def _names_readable(manifest: dict[str, Any]) -> None:
+    """Every value name the manifest holds is one ``byoc.load`` takes: names reach terminals,
+    so the reader refuses control characters (a newline, an escape sequence) and lengths over
+    4096; saving such a model would write a file that does not load."""
+    names = [v["name"] for key in ("inputs", "outputs", "constants") for v in manifest[key]]
+    names += [n for u in manifest["units"] for n in (*u["inputs"], *u["outputs"])]
+    for name in names:
+        if CONTROL.search(name) or len(name) > NAME_LIMIT:
+            raise ArtifactError(
+                f"value name {name[:80]!r} holds control characters or is over 4096 long: a "
+                ".byoc file cannot carry it (rename the value in the model)"
+            )
 
 
 def save(compiled: Saved, path: str | os.PathLike[str]) -> Path:
@@ -132,6 +149,7 @@ def save(compiled: Saved, path: str | os.PathLike[str]) -> Path:
         "stamp": stamp(reg, used),
         "units": units,
     }
+    _names_readable(manifest)
     text = json.dumps(manifest, indent=1, sort_keys=False, allow_nan=False)
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent or ".")

@@ -27,7 +27,7 @@ from byoc import native, plugins
 from byoc.compiled import CompiledModel, Step
 from byoc.config import FALLBACK_KEYS, Config, _check_table, load_config
 from byoc.errors import ArtifactError, ByocError, ConfigError
-from byoc.export import FORMAT, FORMAT_VERSION, MANIFEST
+from byoc.export import CONTROL, FORMAT, FORMAT_VERSION, MANIFEST, NAME_LIMIT
 from byoc.graph import TensorType
 from byoc.plan import FALLBACK, Partition
 from byoc.plugins import Registry
@@ -448,9 +448,9 @@ class Manifest:
         return value
 
     def _str(self, value: Any, key: str) -> str:
-        if not isinstance(value, str) or not value or len(value) > 4096:
+        if not isinstance(value, str) or not value or len(value) > NAME_LIMIT:
             raise self._bad(f"'{key}' must be a non-empty string, got {_short(value)}")
-        if _CONTROL.search(value):  # names reach terminals: no escape sequences
+        if CONTROL.search(value):  # names reach terminals: no escape sequences
             raise self._bad(f"'{key}' holds control characters: {_short(value)}")
         return value
 
@@ -683,7 +683,6 @@ def _backend_table(
 
 _BACKEND_FIELDS = ("name", "distribution", "version")
 _DISTRIBUTION = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # PEP 508 names
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 
 
 def _short(value: Any) -> str:

@@ -125,9 +125,14 @@ def codegen(partition: Partition) -> str:
         op = OPS[view.op_type][0]
         line = f"  {op} {','.join(out_ids)} inputs: {' '.join(in_ids)} shape: {shapes}"
         lines.append(line + (f" attrs: {json.dumps(attrs, sort_keys=True)}" if attrs else ""))
-        lines[-1] += f"  # {view.name}"
+        lines[-1] += f"  # {_one_line(view.name)}"
     lines.append("  output " + " ".join(str(ids[n]) for n in partition.outputs))
     return "\n".join(lines) + "\n"
+
+
+def _one_line(text: str) -> str:
+    """``text`` without what ``str.splitlines`` breaks at (a node name may hold a newline)."""
+    return "".join(c if c.isprintable() else "?" for c in text)
 
 
 def _attrs(view: NodeView, opset: int) -> dict[str, Any]:
