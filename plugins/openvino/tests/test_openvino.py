@@ -646,6 +646,25 @@ def test_the_command_survives_a_worker_that_ends_while_it_writes(tmp_path: Path)
 
 
 @pytest.mark.parametrize(
+    ("op", "dtype"), [("Mul", np.int8), ("Sub", np.uint8), ("Neg", np.int8), ("Add", np.int8)]
+)
+def test_8_bit_integer_arithmetic_that_may_overflow_stays_on_onnxruntime(
+    op: str, dtype: Any
+) -> None:
+    """ONNX wraps an integer result around (int8 -60 * 3 is 76, uint8 0 - 3 is 253);
+    OpenVINO's CPU plugin saturates 8-bit ones (-128, 0). The op stays on onnxruntime; the
+    Transpose after it, which moves values, stays OpenVINO's."""
+    inputs = ["x"] if op == "Neg" else ["x", "k"]
+    nodes = [node(op, inputs, "a"), node("Transpose", ["a"], "y", perm=[1, 0])]
+    model = make_model(nodes, {"x": (dtype, [4, 4])}, ["y"], {"k": np.full((4, 4), 3, dtype)})
+    info = np.iinfo(dtype)
+    x = np.linspace(info.min, info.max, 16).astype(dtype).reshape(4, 4)
+    compiled = byoc.compile(model, config(min_partition_nodes=1))
+    assert [p.nodes for p in compiled.plan.partitions] == [["y"]]  # the Transpose
+    np.testing.assert_array_equal(compiled.run({"x": x})["y"], _onnxruntime(model, {"x": x})["y"])
+
+
+@pytest.mark.parametrize(
     ("step", "zero_point", "claimed"),
     [
         ("Sign", 3, False),

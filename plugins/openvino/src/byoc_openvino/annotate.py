@@ -29,7 +29,9 @@ layer, which OpenVINO fuses wrongly and fails to compile; a binary op of a Group
 output and another computed tensor, whose compile crashes; a reduction over a batch of signals'
 last axis read per channel (``_reduced_signal``); a step function (Sign, Floor, Ceil, Round,
 Shrink, a comparison) of a dequantized value, with that DequantizeLinear and the ops between,
-as OpenVINO's folded dequantization moves values at the step (``_step_of_dequantized``).
+as OpenVINO's folded dequantization moves values at the step (``_step_of_dequantized``);
+arithmetic on int8 and uint8 that may overflow, which OpenVINO saturates and ONNX wraps
+(``_saturated``).
 """
 
 from __future__ import annotations
@@ -70,6 +72,9 @@ _GROWING_OPS = frozenset(
     }
 )  # fmt: skip
 _INT8_PRODUCTS = ("MatMulInteger", "ConvInteger")  # B's zero point is input 3
+# Ops whose integer result may leave its type: ONNX (onnxruntime) wraps it around, OpenVINO's
+# CPU plugin saturates an 8-bit one.
+_OVERFLOWING = _GROWING_OPS | {"Add", "Sub", "Neg", "Abs", "Div", "Mean", "ReduceMean"}
 # Ops that index their data with input 1: onnxruntime fails on an index out of range, OpenVINO
 # gives zeros (Gather-8) or writes elsewhere.
 _INDEXING = frozenset({"Gather", "GatherElements", "GatherND", "ScatterElements", "ScatterND"})
@@ -345,6 +350,20 @@ def _flattening_axis(node: NodeView) -> str | None:
         f"{node.op_type} of opset {opset} over the input flattened at axis "
         f"{node.attrs.get('axis', 1)} (not the last): OpenVINO's frontend normalizes over that "
         "axis alone"
+    )
+
+
+def _saturated(node: NodeView) -> str | None:
+    """An 8-bit integer result that may overflow: int8 -60 * 3 is 76 in ONNX (it wraps), -128
+    in OpenVINO's CPU plugin, and uint8 0 - 3 is 253, not 0."""
+    t = node.output_type(0)
+    if node.op_type not in _OVERFLOWING or t is None or t.dtype is None:
+        return None
+    if t.dtype.name not in ("int8", "uint8"):
+        return None
+    return (
+        f"{node.op_type} of {t.dtype} wraps around on overflow in ONNX; OpenVINO's {DEVICE} "
+        "plugin saturates it (int8 -60 * 3: 76 against -128)"
     )
 
 
@@ -725,6 +744,7 @@ def dtype_reason(node: NodeView, widths: _Widths) -> str | None:
     rule = rule or _padded_strided_pointwise(node) or _reduced_signal(node)
     rule = rule or _prelu_after_dense(node) or _binary_after_group_norm(node)
     rule = rule or _step_of_dequantized(node) or _index_reason(node, widths)
+    rule = rule or _saturated(node)
     if rule is not None:
         return rule
     divisor = node.input_type(1) if node.op_type in ("Div", "Mod") else None
