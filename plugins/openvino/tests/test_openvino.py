@@ -801,6 +801,25 @@ def _with_outputs(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx.
             [2, 17, 1],
             "a reduction over the last axis of a batch of signals",
         ),
+        (  # the same through a Mul by a scalar, as scikit-learn's GaussianNB: 99 off
+            [
+                node("ReduceSum", ["x", "last"], "t", keepdims=0),
+                node("Mul", ["t", "half"], "u"),
+                node("Sub", ["per_row", "u"], "y"),
+            ],
+            {"x": [2, 17, 13]},
+            [2, 17],
+            "a reduction over the last axis of a batch of signals",
+        ),
+        (  # OpenVINO's frontend reduces over every axis at opsets 13 to 17: [1, 1], not [8, 1]
+            [
+                node("ReduceLogSumExp", ["x"], "t", axes=[1], keepdims=1),
+                node("Sub", ["x", "t"], "y"),
+            ],
+            {"x": [8, 3]},
+            [8, 3],
+            "OpenVINO's ONNX frontend gives 't' the shape [1, 1], ONNX [8, 1]",
+        ),
         (  # OpenVINO fuses the PRelu into the dense layer over the last axis: no compile
             [
                 node("MatMul", ["x", "w5"], "t"),
@@ -836,6 +855,9 @@ def test_nodes_openvino_computes_otherwise_stay_on_onnxruntime(
             k: np.random.default_rng(3).random(17).astype(np.float32) + 0.5
             for k in ("per_channel", "b17", "m17", "v17")
         },
+        "last": np.array([2], np.int64),
+        "half": np.array(0.5, np.float32),
+        "per_row": np.random.default_rng(7).standard_normal((1, 17)).astype(np.float32),
     }
     used = {k: v for k, v in weights.items() if any(k in n.input for n in nodes)}
     model = _with_outputs(make_model(nodes, inputs, [], used), {"y": shape})

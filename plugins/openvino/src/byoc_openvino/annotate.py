@@ -656,10 +656,11 @@ _BINARIES = ("Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "PRelu")
 
 def _reduced_signal(node: NodeView) -> str | None:
     """A reduction over the last axis of (N > 1, C, L), read by a binary op against a
-    per-channel operand (the same for every n) or by a BatchNormalization: OpenVINO fuses the
-    pair and broadcasts that operand along the wrong axis (a 1-D conv net's mean over time
-    times a (C, 1) constant: 1.25 off; OpenVINO 2026.4). Rank 4 and full-size operands are
-    right. The reduction stays on onnxruntime."""
+    per-channel operand (the same for every n) or by a BatchNormalization, directly or through
+    elementwise ops: OpenVINO fuses the chain and broadcasts that operand along the wrong axis
+    (a 1-D conv net's mean over time times a (C, 1) constant: 1.25 off; scikit-learn's
+    GaussianNB, a (1, 3) constant minus half a sum over the last axis: 99 off; OpenVINO
+    2026.4). Rank 4 and full-size operands are right. The reduction stays on onnxruntime."""
     if node.op_type not in _REDUCES:
         return None
     t = node.input_type(0)
@@ -670,29 +671,39 @@ def _reduced_signal(node: NodeView) -> str | None:
         axes = given if given is not None else node.attrs.get("axes", [0, 1, 2])
         if 2 not in {int(a) % 3 for a in np.asarray(axes).reshape(-1)}:
             return None
-    graph, out = node.graph, node.outputs[0]
-    rank = len((node.output_type(0) or t).shape or ())
-    for i in graph.consumers.get(out, ()):
-        reader = graph.view(i)
-        per_channel = reader.op_type == "BatchNormalization"
-        if reader.op_type in _BINARIES:
-            for k, name in enumerate(reader.inputs):
-                if name == out:
-                    continue
-                other = reader.input_type(k)
-                if other is None or other.shape is None:  # in real exports: full-size ones
-                    continue
-                shape = list(other.shape)
-                if len(shape) <= rank:
-                    shape = [1] * (rank - len(shape)) + shape
-                    per_channel |= shape[0] == 1 and rank > 1 and shape[1] != 1
-        if per_channel:
-            return (
-                f"a reduction over the last axis of a batch of signals read by "
-                f"{reader.op_type} '{reader.name}' per channel: OpenVINO broadcasts that "
-                "operand along the wrong axis (1.25 off)"
-            )
+    graph, values = node.graph, [node.outputs[0]]
+    for _ in range(_CHAIN):  # the reduction's output, then the elementwise ops reading it
+        if not values:
+            return None
+        out = values.pop()
+        rank = len((graph.type_of(out) or t).shape or ())
+        for i in graph.consumers.get(out, ()):
+            reader = graph.view(i)
+            if _per_channel(reader, out, rank):
+                return (
+                    f"a reduction over the last axis of a batch of signals read by "
+                    f"{reader.op_type} '{reader.name}' per channel: OpenVINO broadcasts that "
+                    "operand along the wrong axis (1.25 off)"
+                )
+            if reader.op_type in _UNARIES or reader.op_type in _BINARIES:
+                values.append(reader.outputs[0])
     return None
+
+
+def _per_channel(reader: NodeView, out: str, rank: int) -> bool:
+    """``reader`` is a BatchNormalization, or a binary op reading ``out`` (of ``rank``) and an
+    operand that is the same for every n but not for every channel."""
+    per_channel = reader.op_type == "BatchNormalization"
+    if reader.op_type in _BINARIES:
+        for k, name in enumerate(reader.inputs):
+            other = reader.input_type(k) if name != out else None
+            if other is None or other.shape is None:  # in real exports: full-size ones
+                continue
+            shape = list(other.shape)
+            if len(shape) <= rank:
+                shape = [1] * (rank - len(shape)) + shape
+                per_channel |= shape[0] == 1 and rank > 1 and shape[1] != 1
+    return per_channel
 
 
 def _variant_reason(node: NodeView) -> str | None:
@@ -876,6 +887,9 @@ class Support:
                 self.reasons[name] = f"{NOT_SUPPORTED} (its {kinds} op(s))"
             else:
                 self.reasons[name] = None
+        for value, why in _misshapen(ov_model, graph.type_of).items():
+            if value in maker:
+                self.reasons[maker[value]] = why
 
 
 def _never_shown(graph: Any) -> set[str]:
@@ -1012,6 +1026,9 @@ def _ask(node: NodeView, tried: bool) -> str | None:
     except Exception as exc:
         lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
         return f"{NOT_SUPPORTED}: {(lines or ['?'])[-1][:300]}"
+    misshapen = _misshapen(ov_model, lambda name: _type_of(node, name))
+    if misshapen:
+        return next(iter(misshapen.values()))
     bad = sorted(
         {
             op.get_type_name()
@@ -1021,6 +1038,33 @@ def _ask(node: NodeView, tried: bool) -> str | None:
         }
     )
     return f"{NOT_SUPPORTED} (its {', '.join(bad)} op(s))" if bad else None
+
+
+def _type_of(node: NodeView, name: str) -> TensorType | None:
+    """The type of one of ``node``'s outputs, by name."""
+    return node.output_type(node.outputs.index(name)) if name in node.outputs else None
+
+
+def _misshapen(ov_model: Any, type_of: Any) -> dict[str, str]:
+    """ONNX values to which OpenVINO's conversion gives another static shape than ONNX does:
+    value -> why. OpenVINO 2026.4's frontend ignores the ``axes`` attribute of ReduceL1,
+    ReduceLogSum and ReduceLogSumExp at opsets 13 to 17 and reduces over every axis (each
+    scikit-learn naive Bayes model has a ReduceLogSumExp), and the next op broadcasts it."""
+    found = {}
+    for op in ov_model.get_ordered_ops():
+        for out in op.outputs():
+            shape = out.get_partial_shape()
+            if op.get_type_name() in ("Parameter", "Result") or not shape.is_static:
+                continue
+            for name in out.get_names():
+                t = type_of(name)
+                want = list(t.shape) if t is not None and t.is_static else None
+                if want is not None and want != list(shape.to_shape()):
+                    found[name] = (
+                        f"OpenVINO's ONNX frontend gives '{name}' the shape "
+                        f"{list(shape.to_shape())}, ONNX {want} (OpenVINO 2026.4)"
+                    )
+    return found
 
 
 class _Names:
