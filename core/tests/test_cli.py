@@ -321,3 +321,38 @@ def test_sequence_and_map_outputs_compare_and_save(tmp_path):
     probabilities = json.loads((tmp_path / "probabilities.json").read_text())
     assert len(probabilities) == 3 and set(probabilities[0]) == {"7", "8"}
     assert abs(probabilities[1]["7"] - np.exp(3) / (np.exp(3) + 1)) < 1e-6  # softmax of [3, 0]
+
+
+def test_string_outputs_save_as_text_that_loads_back(tmp_path):
+    """A tensor(string) output (a classifier's labels) was saved as a pickled object array:
+    numpy's np.load refused it, and so did byoc's own --input. Now it is numpy text."""
+    model = make_model([node("Cast", ["x"], "y", to=onnx.TensorProto.STRING)], {"x": [3]}, ["y"])
+    path = tmp_path / "labels.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "x.npy", np.array([1.5, -2.0, 3.0], np.float32))
+    done = byoc_cli("run", path, "--input", f"x={tmp_path / 'x.npy'}", "-o", tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "y: string[3]" in done.stdout
+    assert np.load(tmp_path / "y.npy", allow_pickle=False).tolist() == ["1.5", "-2", "3"]
+
+
+def test_compare_blames_the_model_when_onnxruntime_fails_on_the_inputs(tmp_path):
+    """A Reshape to 4x3 of a (N, 6) input fails at N = 3 in onnxruntime too: compare said a
+    backend's partition failed at run time (byoc ran first); it is the model's failure."""
+    model = make_model(
+        [node("Reshape", ["x", "s"], "r"), node("Relu", ["r"], "y")],
+        {"x": [2, 6]},
+        ["y"],
+        {"s": np.array([4, 3], np.int64)},
+    )
+    model.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "n"
+    path, cfg = tmp_path / "m.onnx", tmp_path / "byoc.toml"
+    onnx.save(model, path)
+    cfg.write_text(
+        'backends = ["examplejson"]\n[compile]\nplacement = "static"\n'
+        "[backend.examplejson]\nmin_partition_nodes = 1\n"
+    )
+    np.save(tmp_path / "x.npy", np.ones((3, 6), np.float32))
+    done = byoc_cli("compare", path, "-c", cfg, "--input", f"x={tmp_path / 'x.npy'}")
+    assert done.returncode == 2
+    assert "onnxruntime (the reference) failed on these inputs" in done.stderr, done.stderr

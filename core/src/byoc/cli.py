@@ -19,7 +19,7 @@ from byoc.batch import MAX_SAMPLE_MB, check_counts, sample_files
 from byoc.config import allowed_values, describe
 from byoc.errors import ByocError, InputError
 from byoc.export import is_artifact
-from byoc.graph import Graph
+from byoc.graph import Graph, dtype_name
 from byoc.plugins import registry
 from byoc.progress import TerminalProgress
 
@@ -243,14 +243,16 @@ def _kind(value: Any) -> str:
     if isinstance(value, list | dict):
         return "map" if isinstance(value, dict) else "sequence"
     value = np.asarray(value)
-    return f"{value.dtype}{list(value.shape)}"
+    return f"{dtype_name(value.dtype)}{list(value.shape)}"
 
 
 def _save(directory: Path, name: str, value: Any) -> None:
-    """A tensor as NAME.npy, a sequence of tensors as NAME.npz (arr_0, arr_1, ...), a map or
-    a sequence of maps (ZipMap's) as NAME.json."""
+    """A tensor as NAME.npy (strings as numpy text), a sequence of tensors as NAME.npz (arr_0,
+    arr_1, ...), a map or a sequence of maps (ZipMap's) as NAME.json."""
     safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
     if isinstance(value, np.ndarray):
+        if value.dtype == object:  # ONNX strings: as text, which loads without pickle
+            value = value.astype(str)
         np.save(directory / f"{safe}.npy", value)
     elif isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
         np.savez(directory / f"{safe}.npz", *value)

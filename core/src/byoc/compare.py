@@ -176,11 +176,11 @@ def compare(
     cfg, compiled, inputs, reference = with_reference(
         model, config, inputs, progress, registry=registry
     )
-    got = compiled.run(inputs)
-    try:
+    try:  # first: a model that fails on these inputs is not a backend's failure
         results = reference.run(compiled.outputs, dict(inputs))
-    except Exception as exc:  # the model itself fails on these inputs
+    except Exception as exc:
         raise ModelError(f"onnxruntime (the reference) failed on these inputs: {exc}") from None
+    got = compiled.run(inputs)
     want = dict(zip(compiled.outputs, results, strict=True))
     rtol = cfg.compare["rtol"] if rtol is None else rtol
     atol = cfg.compare["atol"] if atol is None else atol

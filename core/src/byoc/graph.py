@@ -70,8 +70,18 @@ class TensorType:
         return self.shape is not None and all(isinstance(d, int) for d in self.shape)
 
     def __str__(self) -> str:
-        dims = "?" if self.shape is None else "x".join(str(d) for d in self.shape) or "scalar"
-        return f"{self.dtype if self.dtype is not None else '?'}[{dims}]"
+        dims = (
+            "?"
+            if self.shape is None
+            else "x".join("?" if d is None else str(d) for d in self.shape)
+        )
+        return f"{dtype_name(self.dtype)}[{dims or 'scalar'}]"
+
+
+def dtype_name(dtype: np.dtype[Any] | None) -> str:
+    """A tensor element type as ONNX names it where numpy's name differs: strings (numpy's
+    objects) are "string"; unknown is "?"."""
+    return "?" if dtype is None else "string" if dtype.kind == "O" else str(dtype)
 
 
 def _made_size(op: str, args: list[np.ndarray | None]) -> int:

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from byoc.errors import InputError
-from byoc.graph import Graph, TensorType
+from byoc.graph import Graph, TensorType, dtype_name
 from byoc.loading import load_model
 
 MAX_RANDOM_ELEMENTS = 1 << 28  # per input: 1 GiB of float32
@@ -67,8 +67,9 @@ def random_inputs(
                 dims.append(d)
             else:
                 example = [x if isinstance(x, int) else 1 for x in shape]
+                what = "an unnamed symbolic dim" if d is None else f"a symbolic dim {d!r}"
                 raise InputError(
-                    f"input '{name}' has a symbolic dim {d!r} at position {i}; fix it in the "
+                    f"input '{name}' has {what} at position {i}; fix it in the "
                     f"config's [shapes] table, e.g. {name} = {example}, or give an input "
                     "that has it (--input)"
                 )
@@ -93,7 +94,7 @@ def random_inputs(
         elif tt.dtype.kind == "b":
             out[name] = rng.integers(0, 2, dims).astype(bool)
         else:
-            raise InputError(f"input '{name}' has dtype {tt.dtype}; give it with --input")
+            raise InputError(f"input '{name}' is {dtype_name(tt.dtype)}; give it with --input")
     return out
 
 
