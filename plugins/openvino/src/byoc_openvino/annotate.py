@@ -31,7 +31,8 @@ last axis read per channel (``_reduced_signal``); a step function (Sign, Floor, 
 Shrink, a comparison) of a dequantized value, with that DequantizeLinear and the ops between,
 as OpenVINO's folded dequantization moves values at the step (``_step_of_dequantized``);
 arithmetic on int8 and uint8 that may overflow, which OpenVINO saturates and ONNX wraps
-(``_saturated``).
+(``_saturated``). And a node to whose output OpenVINO's conversion gives another shape than
+ONNX does (``_misshapen``: its frontend ignores ReduceLogSumExp's axes at opsets 13 to 17).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import io
 import re
 import threading
 import weakref
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from functools import cache, partial
 from typing import Any
 
@@ -1045,7 +1046,7 @@ def _type_of(node: NodeView, name: str) -> TensorType | None:
     return node.output_type(node.outputs.index(name)) if name in node.outputs else None
 
 
-def _misshapen(ov_model: Any, type_of: Any) -> dict[str, str]:
+def _misshapen(ov_model: Any, type_of: Callable[[str], TensorType | None]) -> dict[str, str]:
     """ONNX values to which OpenVINO's conversion gives another static shape than ONNX does:
     value -> why. OpenVINO 2026.4's frontend ignores the ``axes`` attribute of ReduceL1,
     ReduceLogSum and ReduceLogSumExp at opsets 13 to 17 and reduces over every axis (each
