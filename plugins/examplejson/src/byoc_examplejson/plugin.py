@@ -201,13 +201,23 @@ class Function:
                 args = [env[i] if i is not None else None for i in ins.inputs]
                 while args and args[-1] is None:
                     args.pop()
+                half = ins.op != "cast" and any(_is_half(a) for a in args)
+                if half:  # as onnxruntime runs float16: each op in float32, rounded after
+                    args = [a.astype(np.float32) if _is_half(a) else a for a in args]
                 result = ins.kernel(*args, **ins.attrs)
                 results = result if isinstance(result, tuple) else (result,)
                 for vid, value in zip(ins.outputs, results, strict=True):
-                    env[vid] = np.asarray(value)
+                    value = np.asarray(value)
+                    env[vid] = (
+                        value.astype(np.float16) if half and value.dtype == np.float32 else value
+                    )
         return [env[o] for o in self.outputs]
 
     __call__ = run
+
+
+def _is_half(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.dtype == np.float16
 
 
 class Module:
