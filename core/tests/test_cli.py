@@ -356,3 +356,19 @@ def test_compare_blames_the_model_when_onnxruntime_fails_on_the_inputs(tmp_path)
     done = byoc_cli("compare", path, "-c", cfg, "--input", f"x={tmp_path / 'x.npy'}")
     assert done.returncode == 2
     assert "onnxruntime (the reference) failed on these inputs" in done.stderr, done.stderr
+
+
+def test_run_saves_outputs_whose_file_names_would_meet_apart(tmp_path):
+    """tf2onnx names outputs 'y:0': its file is y_0.npy, which an output named 'y_0' would
+    have overwritten, silently. The second is numbered, and run says where each went."""
+    nodes = [node("Relu", ["x"], "y:0"), node("Neg", ["x"], "y_0")]
+    model = make_model(nodes, {"x": [2]}, ["y:0", "y_0"])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "x.npy", np.array([-1.0, 2.0], np.float32))
+    out = tmp_path / "out"
+    done = byoc_cli("run", path, "--input", f"x={tmp_path / 'x.npy'}", "-o", out)
+    assert done.returncode == 0, done.stderr
+    assert "(saved as y_0.npy)" in done.stdout and "(saved as y_0_2.npy)" in done.stdout
+    np.testing.assert_array_equal(np.load(out / "y_0.npy"), [0.0, 2.0])
+    np.testing.assert_array_equal(np.load(out / "y_0_2.npy"), [1.0, -2.0])

@@ -219,11 +219,31 @@ def cmd_run(args: argparse.Namespace) -> int:
     outputs = compiled.run(inputs)
     if args.output:
         os.makedirs(args.output, exist_ok=True)
+    stems = _file_stems(list(outputs))
     for name, value in outputs.items():
-        print(f"{name}: {_summary(value)}")
+        line = f"{name}: {_summary(value)}"
         if args.output:
-            _save(Path(args.output), name, value)
+            written = _save(Path(args.output) / stems[name], value)
+            line += "" if written.stem == name else f" (saved as {written.name})"
+        print(line)
     return 0
+
+
+def _file_stems(names: list[str]) -> dict[str, str]:
+    """Each output's file name without its extension: the name with characters other than
+    letters, digits, '.', '_' and '-' as '_', numbered where two would meet (tf2onnx's 'y:0'
+    and a 'y_0'; case aside, for file systems that ignore it)."""
+    stems: dict[str, str] = {}
+    taken: set[str] = set()
+    for name in names:
+        base = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+        stem, k = base, 1
+        while stem.lower() in taken:
+            k += 1
+            stem = f"{base}_{k}"
+        taken.add(stem.lower())
+        stems[name] = stem
+    return stems
 
 
 def _summary(value: Any) -> str:
@@ -246,18 +266,21 @@ def _kind(value: Any) -> str:
     return f"{dtype_name(value.dtype)}{list(value.shape)}"
 
 
-def _save(directory: Path, name: str, value: Any) -> None:
-    """A tensor as NAME.npy (strings as numpy text), a sequence of tensors as NAME.npz (arr_0,
-    arr_1, ...), a map or a sequence of maps (ZipMap's) as NAME.json."""
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+def _save(stem: Path, value: Any) -> Path:
+    """A tensor as STEM.npy (strings as numpy text), a sequence of tensors as STEM.npz (arr_0,
+    arr_1, ...), a map or a sequence of maps (ZipMap's) as STEM.json; the file written."""
     if isinstance(value, np.ndarray):
         if value.dtype == object:  # ONNX strings: as text, which loads without pickle
             value = value.astype(str)
-        np.save(directory / f"{safe}.npy", value)
+        path = stem.with_name(f"{stem.name}.npy")
+        np.save(path, value)
     elif isinstance(value, list) and all(isinstance(v, np.ndarray) for v in value):
-        np.savez(directory / f"{safe}.npz", *value)
+        path = stem.with_name(f"{stem.name}.npz")
+        np.savez(path, *value)
     else:
-        (directory / f"{safe}.json").write_text(json.dumps(_plain(value)))
+        path = stem.with_name(f"{stem.name}.json")
+        path.write_text(json.dumps(_plain(value)))
+    return path
 
 
 def _plain(value: Any) -> Any:
