@@ -8,6 +8,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import onnx
+from google.protobuf.message import Message
 from onnx import helper, numpy_helper
 
 from byoc.errors import ModelError
@@ -50,15 +51,47 @@ def read_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.
                     "`byoc run` runs it, `byoc inspect` shows what it holds"
                 )
         try:
-            proto = onnx.load(path)
+            proto = onnx.load(path, load_external_data=False)
+            _check_size(proto)  # before reading gigabytes of external data to refuse them
+            onnx.load_external_data_for_model(proto, os.path.dirname(path))
+        except ModelError:
+            raise
         except Exception as exc:  # onnx raises DecodeError, OSError, ValueError...
             raise ModelError(f"'{path}' is not a valid ONNX model: {exc}") from exc
     if not proto.graph.node and not proto.graph.output:
         raise ModelError("the model has an empty graph (no nodes, no outputs)")
+    _check_size(proto)
     _name_nodes(proto.graph)
     _check_names(proto.graph)
     _toposort(proto.graph)
     return proto
+
+
+def _check_size(proto: onnx.ModelProto) -> None:
+    """The model with its weights fits in one protobuf message, as byoc passes models around.
+    Weights are counted by their dims (protobuf's own count costs a serialization)."""
+    tensors = [*proto.graph.initializer]
+    for n in proto.graph.node:
+        tensors.extend(a.t for a in n.attribute if a.type == onnx.AttributeProto.TENSOR)
+    size = sum(_tensor_bytes(t) for t in tensors)
+    if size >= 1 << 31:
+        raise ModelError(
+            f"the model holds {size / 2**30:.1f} GiB of weights; byoc hands partitions and "
+            "segments to onnxruntime and the backends as serialized ONNX, which protobuf "
+            "limits to 2 GiB (onnxruntime runs the model from its file and external data)"
+        )
+
+
+def _tensor_bytes(t: onnx.TensorProto) -> int:
+    """A tensor's size from its dims and type (reading ``raw_data`` costs a copy)."""
+    return int(np.prod(t.dims, dtype=np.int64)) * _itemsize(t.data_type)
+
+
+def _itemsize(data_type: int) -> int:
+    try:
+        return max(np.dtype(helper.tensor_dtype_to_np_dtype(data_type)).itemsize, 1)
+    except (KeyError, TypeError, ValueError):  # an unknown type: _check_initializers says so
+        return 1
 
 
 def specialize(
@@ -73,7 +106,7 @@ def specialize(
     _check_initializers(proto.graph)
     _check_input_kinds(proto.graph)
     try:
-        onnx.checker.check_model(_declared_outputs_only(proto))
+        onnx.checker.check_model(_declared_outputs_only(_weightless(proto)))
     except Exception as exc:
         raise ModelError(
             f"the model is not valid ONNX: {str(exc).strip().splitlines()[0]}"
@@ -82,7 +115,7 @@ def specialize(
     _check_attributes(proto.graph)
     _check_ranges(proto.graph)
     try:
-        inferred = onnx.shape_inference.infer_shapes(proto, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(_weightless(proto), data_prop=True)
     except Exception as exc:
         raise ModelError(f"ONNX shape inference failed on the model: {exc}") from exc
     # Keep the main graph's inferred types only: what inference writes into If/Loop bodies can
@@ -103,6 +136,46 @@ _WINDOWED = {
     "Conv", "ConvTranspose", "ConvInteger", "QLinearConv", "MaxPool", "AveragePool", "LpPool",
     "MaxUnpool", "DeformConv", "Col2Im", "MaxRoiPool", "Im2Col",
 }  # fmt: skip
+
+
+def _weightless(proto: onnx.ModelProto) -> onnx.ModelProto:
+    """The model as ONNX's checker and shape inference need it: each initializer of more than
+    ``_WEIGHT_BYTES`` becomes a graph input of its type and dims. Both serialize the model
+    they are given (shape inference four times: a 500 MB model cost 2 GB and 4 s there),
+    and neither reads such values: the checker checks their types, inference their shapes.
+    Small constants (a Reshape's shape, a Slice's bounds) keep their values for inference."""
+    big = [t for t in proto.graph.initializer if _tensor_bytes(t) > _WEIGHT_BYTES]
+    if not big:
+        return proto
+    skipped = {t.name for t in big}
+    light = onnx.ModelProto()
+    _copy_fields(proto, light, skip={"graph"})
+    _copy_fields(proto.graph, light.graph, skip={"initializer"})
+    light.graph.initializer.extend(t for t in proto.graph.initializer if t.name not in skipped)
+    listed = {v.name for v in proto.graph.input}
+    light.graph.input.extend(
+        helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t in big
+        if t.name not in listed
+    )
+    return light
+
+
+# Initializers above this size are left out of what the checker and shape inference see.
+_WEIGHT_BYTES = 1 << 16
+
+
+def _copy_fields(source: Message, target: Message, skip: set[str]) -> None:
+    """Copy every set field of a protobuf message but those named in ``skip``."""
+    for field, value in source.ListFields():
+        if field.name in skip:
+            continue
+        if isinstance(value, Message):
+            getattr(target, field.name).CopyFrom(value)
+        elif isinstance(value, str | bytes | int | float):
+            setattr(target, field.name, value)
+        else:  # a repeated field
+            getattr(target, field.name).extend(value)
 
 
 def _declared_outputs_only(proto: onnx.ModelProto) -> onnx.ModelProto:

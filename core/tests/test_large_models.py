@@ -1,0 +1,68 @@
+"""Models whose weights are large: byoc reads, checks and partitions them without copies it
+does not need, and refuses at once a model too large for protobuf to pass around."""
+
+from __future__ import annotations
+
+import byoc
+import numpy as np
+import onnx
+import pytest
+from byoc.testing.build import make_model, node
+
+
+def _dense(width: int, batch: int | str = 2) -> onnx.ModelProto:
+    """x -> MatMul(w1) -> Relu -> Reshape(constant shape) -> MatMul(w2): weights of
+    ``width`` x ``width`` floats, a shape read from a small constant."""
+    rng = np.random.default_rng(0)
+    return make_model(
+        [
+            node("MatMul", ["x", "w1"], "h"),
+            node("Relu", ["h"], "r"),
+            node("Reshape", ["r", "shape"], "f"),
+            node("MatMul", ["f", "w2"], "y"),
+        ],
+        {"x": [batch, width]},
+        ["y"],
+        constants={
+            "w1": rng.standard_normal((width, width), np.float32) / width,
+            "w2": rng.standard_normal((width, 3), np.float32),
+            "shape": np.array([-1, width], np.int64),
+        },
+    )
+
+
+def test_weights_left_out_of_checking_and_inference_change_nothing():
+    """ONNX's checker and shape inference see large initializers as typed inputs: the types
+    they give (shape inference read the small Reshape shape's value) are the same, and the
+    model runs as onnxruntime runs it."""
+    model = _dense(300)  # w1: 360 KB
+    plan = byoc.partition(model, {"backends": ["examplejson"]})
+    types = {v.name: v.type for v in plan.model.graph.value_info}
+    dims = [d.dim_value for d in types["f"].tensor_type.shape.dim]
+    assert dims == [2, 300]
+    assert [t.name for t in plan.model.graph.initializer] == ["w1", "w2", "shape"]
+    assert len(plan.model.graph.input) == 1  # the weights are not made inputs of the model
+    report = byoc.compare(model, {"backends": ["examplejson"], "compile": {"placement": "static"}})
+    assert report.passed and report.backends_ran()
+
+
+def test_a_broken_model_with_large_weights_still_gets_the_checkers_error():
+    model = _dense(300)
+    model.graph.node[1].op_type = "NoSuchOp"
+    with pytest.raises(byoc.ModelError, match=r"not valid ONNX.*NoSuchOp"):
+        byoc.partition(model)
+
+
+def test_a_model_over_2_gib_is_refused_before_its_weights_are_read(tmp_path):
+    """protobuf serializes at most 2 GiB, and byoc passes partitions and segments serialized;
+    such a model ended with "not valid ONNX: Failed to serialize proto" after reading all of
+    its external data (2.5 GB: 16 s and 5 GB of memory), now with a clear error at once. The
+    data file here is never read: it does not even exist."""
+    model = make_model([node("MatMul", ["x", "w"], "y")], {"x": [1, 2**15]}, ["y"])
+    weight = onnx.TensorProto(name="w", data_type=onnx.TensorProto.FLOAT, dims=[2**15, 2**14])
+    weight.data_location = onnx.TensorProto.EXTERNAL
+    weight.external_data.add(key="location", value="w.bin")
+    model.graph.initializer.append(weight)
+    onnx.save(model, tmp_path / "big.onnx")
+    with pytest.raises(byoc.ModelError, match=r"holds 2\.0 GiB of weights.*limits to 2 GiB"):
+        byoc.partition(str(tmp_path / "big.onnx"))
