@@ -53,6 +53,19 @@ def test_a_broken_model_with_large_weights_still_gets_the_checkers_error():
         byoc.partition(model)
 
 
+def test_a_plan_partitioned_again_reuses_its_reading_of_the_model():
+    """Measured placement partitions the model once a round: from the plan, the model is not
+    read, checked and inferred again (a 500 MB model: 4 copies of its weights each time)."""
+    config = {"backends": ["examplejson"], "shapes": {"x": [2, 64]}}
+    plan = byoc.partition(_dense(64, batch="n"), config)
+    again = byoc.partition(plan, config, vetoes={"MatMul_0": {"x": "y"}})
+    assert again.graph is plan.graph and again.source is plan.source
+    assert again.to_json() == plan.to_json()
+    other = byoc.partition(plan, {"backends": ["examplejson"], "shapes": {"x": [4, 64]}})
+    assert other.graph is not plan.graph  # other [shapes]: specialized anew
+    assert [d.dim_value for d in other.model.graph.input[0].type.tensor_type.shape.dim] == [4, 64]
+
+
 def test_a_model_over_2_gib_is_refused_before_its_weights_are_read(tmp_path):
     """protobuf serializes at most 2 GiB, and byoc passes partitions and segments serialized;
     such a model ended with "not valid ONNX: Failed to serialize proto" after reading all of

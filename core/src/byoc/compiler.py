@@ -59,8 +59,7 @@ def compile(
             shapes = {**ctx.config.shapes, **fixed}
             ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, shapes=shapes))
     reg = ctx.registry
-    plan = partition(model, ctx)
-    source = plan.source if plan.source is not None else model  # the model read once
+    plan = first = partition(model, ctx)
 
     def variants(other: onnx.ModelProto, c: Config) -> CompiledModel:
         return compile(other, c, registry=reg)  # the same placement for other input shapes
@@ -72,12 +71,14 @@ def compile(
             decided = placer.decide(inputs)
             compiled = build(decided, ctx, progress=progress, reuse=placer.reuse, variants=variants)
             plain = placer.verify(compiled)
-            if plain is None:
-                return compiled
-            return build(plain, ctx, progress=progress, variants=variants)
+            if plain is not None:
+                compiled = build(plain, ctx, progress=progress, variants=variants)
+            if compiled.plan is not None:
+                compiled.plan.graph = None  # placement's analysis, and the weights it read
+            return compiled
         except NodesRefused as exc:
             refuse(vetoes, exc)
-            plan = partition(source, ctx, vetoes=vetoes)
+            plan = partition(first, ctx, vetoes=vetoes)
 
 
 def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:

@@ -382,6 +382,12 @@ class Graph:
     def is_constant(self, name: str) -> bool:
         return name in self._constant_values
 
+    def drop_weights(self) -> None:
+        """Forget the cached values of weights over 1 MiB (read again when asked): the
+        model holds them already."""
+        for name in [k for k, v in self._constant_cache.items() if v.nbytes > 1 << 20]:
+            del self._constant_cache[name]
+
     def constant(self, name: str) -> np.ndarray | None:
         """The value of a constant as a numpy array, or None if ``name`` is not constant."""
         if name not in self._constant_values:

@@ -45,7 +45,7 @@ def _is_onnx_op(op: str) -> bool:
 
 
 def partition(
-    model: ModelLike,
+    model: ModelLike | Plan,
     config: Context | ConfigLike = None,
     *,
     vetoes: Mapping[str, Mapping[str, str]] | None = None,
@@ -53,6 +53,9 @@ def partition(
 ) -> Plan:
     """Partition a model between the configured backends and onnxruntime.
 
+    ``model`` may be a plan: its model is partitioned again, as read and specialized for it
+    (with other ``[shapes]``, specialized anew), so measured placement's rounds do not read,
+    check and infer a large model's weights each time.
     ``vetoes`` maps node names to ``{backend: reason}``: those backends may not claim those
     nodes, alone or in a composite (measured placement returns losing partitions this way).
     ``registry`` is the plugins to use (default: ``byoc.registry()``, the installed ones);
@@ -60,8 +63,7 @@ def partition(
     """
     ctx = resolve(config, registry)
     cfg, reg, active, skipped = ctx.config, ctx.registry, ctx.active, ctx.skipped
-    source = read_model(model)  # 1. load: names, order, then [shapes] and shape inference
-    graph = Graph(specialize(source, cfg.shapes))
+    source, graph = _loaded(model, cfg)  # 1. load: names, order, [shapes], inference
     vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items() if k in graph.index}
     candidates = [
         Candidate(
@@ -94,8 +96,21 @@ def partition(
     if len(units) == 1 and units[0].backend == FALLBACK:
         as_read(units[0], source)
     plan = _plan(state, units, skipped, cfg)
-    plan.source = source
+    plan.source, plan.graph = source, graph
+    graph.drop_weights()  # the plan is kept while backends copy its partitions' weights
     return plan
+
+
+def _loaded(model: ModelLike | Plan, cfg: Config) -> tuple[onnx.ModelProto, Graph]:
+    """The model as read, and the analysis of it specialized for ``cfg``'s shapes."""
+    if not isinstance(model, Plan):
+        source = read_model(model)
+        return source, Graph(specialize(source, cfg.shapes))
+    if model.source is None:  # a plan made by hand: its model is the source
+        return _loaded(model.model, cfg)
+    if model.graph is not None and model.config is not None and model.config.shapes == cfg.shapes:
+        return model.source, model.graph
+    return model.source, Graph(specialize(model.source, cfg.shapes))
 
 
 def _partition_graph(state: PassState, source: onnx.ModelProto) -> list[Partition]:

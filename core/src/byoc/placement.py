@@ -154,6 +154,7 @@ class Placer:
         self.cfg = cfg = ctx.config
         self.plan = plan
         self.source = plan.source if plan.source is not None else plan.model
+        self.read = plan  # partitioned again from its model: read and specialized once
         self.progress = progress
         self.reg: Registry = ctx.registry
         self.tables = ctx.tables
@@ -251,6 +252,8 @@ class Placer:
                         self.progress(i, len(self.plan.partitions), f"measuring {unit.name}")
                     verdicts[key] = self._verdict(unit, key, trials[unit.name])
                 round_.append(verdicts[key])
+                if not verdicts[key].kept:  # nothing builds it: its weights go now
+                    self.built.pop(key, None)
             losers = [m for m in round_ if not m.kept]
             if not losers:
                 return
@@ -259,7 +262,7 @@ class Placer:
                     self.vetoes.setdefault(node, {})[m.backend] = m.summary()
                     if m.failure is None:
                         self.slower.setdefault(node, set()).add(m.backend)
-            self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
+            self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
 
     def _search(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
         """Candidates from every backend: each one partitions the whole graph on its own, and
@@ -298,7 +301,7 @@ class Placer:
         for name in self.tables:
             if stopped:
                 break
-            plan = partition(self.source, self.ctx.alone(name), vetoes=self._unbeaten(name))
+            plan = partition(self.read, self.ctx.alone(name), vetoes=self._unbeaten(name))
             if not plan.partitions:
                 continue
             trials = self._reference(feeds, plan)
@@ -314,7 +317,9 @@ class Placer:
                         verdicts[key] = self._verdict(unit, key, trials[unit.name])
                     except ByocError:  # a candidate only: its failure costs nothing
                         continue
-                if verdicts[key].kept:
+                if not verdicts[key].kept:
+                    self.built.pop(key, None)
+                else:
                     candidates[id(verdicts[key])] = verdicts[key]
                     made.setdefault(id(verdicts[key]), (unit, key))
                     trial_of[key] = trials[unit.name]
@@ -370,7 +375,7 @@ class Placer:
                 return False, stopped  # a near tie, end to end too: the priority plan stays
         self.vetoes.clear()  # in place: the compile's own dict (codegen refusals join it)
         self.vetoes.update(vetoes)
-        self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
+        self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
         return True, stopped
 
     def _challengers_first(
@@ -421,7 +426,7 @@ class Placer:
         try:
             theirs, ours = (
                 build(plan, self.ctx, reuse=reuse)
-                for plan in (partition(self.source, self.ctx, vetoes=vetoes), self.plan)
+                for plan in (partition(self.read, self.ctx, vetoes=vetoes), self.plan)
             )
             once = time.perf_counter()
             theirs.run(feeds), ours.run(feeds)
@@ -531,7 +536,7 @@ class Placer:
             return False
         self.vetoes.clear()  # in place: the compile's own dict (codegen refusals join it)
         self.vetoes.update(vetoes)
-        self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
+        self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
         return True
 
     def _unbeaten(self, backend: str) -> dict[str, dict[str, str]]:
@@ -742,7 +747,7 @@ class Placer:
         """The model as plain onnxruntime: every claimed node vetoed for every backend."""
         for node in self.plan.decisions:
             self.vetoes[node] = dict.fromkeys(self.tables, reason)
-        self.plan = partition(self.source, self.ctx, vetoes=self.vetoes)
+        self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
         return self._placed(placement)
 
     def _placed(self, placement: Placement) -> Plan:

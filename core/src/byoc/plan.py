@@ -221,6 +221,10 @@ class Plan:
     config: Config | None = None
     source: onnx.ModelProto | None = None  # the model as read: declared input types, no [shapes]
     placement: Placement | None = None  # set by byoc.compile: what measured placement found
+    # the analysis of ``model`` the plan was made from: partitioning the plan again reuses it,
+    # and what backends learnt of it (OpenVINO's query, onnxruntime's fusions); a compiled
+    # model's plan drops it (with the weights it read as arrays)
+    graph: Graph | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         """The plan as in DESIGN.md: ``partitions`` and ``fallback_nodes``; after measured
