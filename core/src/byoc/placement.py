@@ -51,6 +51,7 @@ import statistics
 import tempfile
 import time
 import warnings
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +165,8 @@ class Placer:
         self.built: dict[str, tuple[Any, Any]] = {}  # partition key -> (artifact, runtime)
         self.vetoes = vetoes if vetoes is not None else {}
         self.slower: dict[str, set[str]] = {}  # node -> backends a partition of it lost on
-        self._keys: dict[int, tuple[Partition, str]] = {}  # id(unit) -> (unit, key)
+        # id(unit) -> (a weak reference to unit, key): hashing a large model is done once
+        self._keys: dict[int, tuple[weakref.ref[Partition], str]] = {}
         self.feeds: dict[str, Any] | None = None  # the measurement inputs, once decided
         self.options: dict[str, dict[str, Any]] = {}  # partition key -> the options it runs with
         if cfg.compile["precision"] != "fp32" and not host.cpu().has_bf16():
@@ -803,7 +805,7 @@ class Placer:
     def _key(self, unit: Partition) -> str:
         """The cache key of a backend partition (hashing a large model is worth doing once)."""
         known = self._keys.get(id(unit))
-        if known is not None and known[0] is unit:
+        if known is not None and known[0]() is unit:  # a weak reference: losers' weights go
             return known[1]
         backend = self.reg.backends[unit.backend]
         head = {
@@ -815,7 +817,7 @@ class Placer:
         }
         digest = hashlib.sha256(json.dumps(head, sort_keys=True, default=str).encode())
         digest.update(unit.model.SerializeToString(deterministic=True))
-        self._keys[id(unit)] = (unit, digest.hexdigest())
+        self._keys[id(unit)] = (weakref.ref(unit), digest.hexdigest())
         return self._keys[id(unit)][1]
 
     # -- timing -------------------------------------------------------------------------------

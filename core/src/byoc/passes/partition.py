@@ -191,7 +191,11 @@ def _model(
     src = graph.model
     infos = {v.name: v for v in [*src.graph.input, *src.graph.value_info, *src.graph.output]}
     infos.update(declared)
-    g = onnx.GraphProto(name=symbol)
+    model = onnx.ModelProto(ir_version=src.ir_version, producer_name="byoc")
+    model.opset_import.extend(src.opset_import)
+    model.functions.extend(src.functions)
+    g = model.graph  # filled in place: make_model would copy the weights once more
+    g.name = symbol
     g.node.extend(graph.nodes[n] for n in nodes)
     for name in inputs:
         g.input.append(_value_info(infos, name, symbol, required=True, src=src))
@@ -209,13 +213,6 @@ def _model(
         for v in graph.nodes[n].output:
             if v in infos and v not in boundary:
                 g.value_info.append(infos[v])
-    model = helper.make_model(
-        g,
-        opset_imports=list(src.opset_import),
-        ir_version=src.ir_version,
-        producer_name="byoc",
-        functions=list(src.functions),
-    )
     return model
 
 
