@@ -74,7 +74,7 @@ def compile(
             if plain is not None:
                 compiled = build(plain, ctx, progress=progress, variants=variants)
             if compiled.plan is not None:
-                compiled.plan.graph = None  # placement's analysis, and the weights it read
+                compiled.plan.graph = None  # placement's analysis, what backends cached of it
             return compiled
         except NodesRefused as exc:
             refuse(vetoes, exc)

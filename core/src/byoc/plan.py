@@ -223,7 +223,7 @@ class Plan:
     placement: Placement | None = None  # set by byoc.compile: what measured placement found
     # the analysis of ``model`` the plan was made from: partitioning the plan again reuses it,
     # and what backends learnt of it (OpenVINO's query, onnxruntime's fusions); a compiled
-    # model's plan drops it (with the weights it read as arrays)
+    # model's plan drops it
     graph: Graph | None = field(default=None, repr=False, compare=False)
 
     def to_json(self) -> dict[str, Any]:
