@@ -254,8 +254,9 @@ class Placer:
                         self.progress(i, len(self.plan.partitions), f"measuring {unit.name}")
                     verdicts[key] = self._verdict(unit, key, trials[unit.name])
                 round_.append(verdicts[key])
-                if not verdicts[key].kept:  # nothing builds it: its weights go now
+                if not verdicts[key].kept:  # nothing builds or times it: its weights go now
                     self.built.pop(key, None)
+                    self.trials.pop(key, None)
             losers = [m for m in round_ if not m.kept]
             if not losers:
                 return
@@ -319,8 +320,9 @@ class Placer:
                         verdicts[key] = self._verdict(unit, key, trials[unit.name])
                     except ByocError:  # a candidate only: its failure costs nothing
                         continue
-                if not verdicts[key].kept:
+                if not verdicts[key].kept:  # as in _settle
                     self.built.pop(key, None)
+                    trials.pop(unit.name, None)
                 else:
                     candidates[id(verdicts[key])] = verdicts[key]
                     made.setdefault(id(verdicts[key]), (unit, key))
