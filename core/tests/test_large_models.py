@@ -79,3 +79,35 @@ def test_a_model_over_2_gib_is_refused_before_its_weights_are_read(tmp_path):
     onnx.save(model, tmp_path / "big.onnx")
     with pytest.raises(byoc.ModelError, match=r"holds 2\.0 GiB of weights.*limits to 2 GiB"):
         byoc.partition(str(tmp_path / "big.onnx"))
+
+
+def test_a_weight_transposed_by_the_model_stays_transposed_when_partitioned_again():
+    """A Transpose of a weight (GPT-2's tied LM head) is folded into a constant once. Measured
+    placement partitions the plan again each round, and large cached weights are dropped
+    between rounds: the folded one must stay, as the transposed value (it was read back
+    untransposed, and onnxruntime refused the returned partition: shapes did not fit)."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((1024, 512), np.float32)  # 2 MiB
+    model = make_model(
+        [
+            node("Transpose", ["w"], "wt", perm=[1, 0]),
+            node("MatMul", ["x", "wt"], "h"),
+            node("Relu", ["h"], "y"),
+        ],
+        {"x": [2, 512]},
+        ["y"],
+        constants={"w": w},
+    )
+    config = {"backends": ["examplejson"]}
+    plan = byoc.partition(model, config)
+    again = byoc.partition(plan, config, vetoes={"MatMul_1": {"examplejson": "lost"}})
+    assert again.graph is plan.graph
+    folded = [
+        onnx.numpy_helper.to_array(t)
+        for p in again.partitions
+        for t in p.model.graph.initializer
+        if t.name == "wt"
+    ]
+    assert len(folded) == 1 and np.array_equal(folded[0], w.T)
+    report = byoc.compare(model, {**config, "compile": {"placement": "static"}})
+    assert report.passed

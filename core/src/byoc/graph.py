@@ -129,7 +129,9 @@ def _fold_op(
     if op == "Unsqueeze":
         chosen = [int(a) for a in np.ravel(np.asarray(axes))]
         return np.expand_dims(x, tuple(a % (x.ndim + len(chosen)) for a in chosen))
-    return x  # Identity
+    if op != "Identity":  # only what _FOLDABLE names: a value folded otherwise stays cached
+        raise AssertionError(f"{op} is not folded by _fold_op")
+    return x
 
 
 def _evaluate(
@@ -294,6 +296,7 @@ class Graph:
                 np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type)), dims
             )
         self._constant_cache: dict[str, np.ndarray] = {}
+        self._evaluated: set[str] = set()  # folded by _fold_shape: only it computes them
         self.const_nodes = self._find_const_nodes()
         self.reads: list[
             list[str]
@@ -340,6 +343,7 @@ class Graph:
                 attrs = attribute_values(node)
                 value = np.array(dims[attrs.get("start", 0) : attrs.get("end")], np.int64)
             self._constant_cache[node.output[0]] = value
+            self._evaluated.add(node.output[0])
             return True
         if (op not in _SHAPE_ARITHMETIC and op not in _REARRANGE) or len(node.output) != 1:
             return False
@@ -367,6 +371,7 @@ class Graph:
         if not isinstance(value, np.ndarray) or value.size > limit:
             return False
         self._constant_cache[node.output[0]] = value
+        self._evaluated.add(node.output[0])
         return True
 
     def _small_fill(self, node: onnx.NodeProto) -> bool:
@@ -383,10 +388,13 @@ class Graph:
         return name in self._constant_values
 
     def drop_weights(self) -> None:
-        """Forget the cached values of weights over 1 MiB (read again when asked): the
-        model holds them already."""
-        for name in [k for k, v in self._constant_cache.items() if v.nbytes > 1 << 20]:
-            del self._constant_cache[name]
+        """Forget the cached values over 1 MiB that ``constant`` reads again as they were: the
+        model's weights and what _FOLDABLE ops make of them. Values ``_fold_shape`` evaluated
+        (a Transpose of a weight) stay: ``_fold`` cannot compute them again."""
+        cache = self._constant_cache
+        for name in [k for k, v in cache.items() if v.nbytes > 1 << 20]:
+            if name not in self._evaluated:
+                del cache[name]
 
     def constant(self, name: str) -> np.ndarray | None:
         """The value of a constant as a numpy array, or None if ``name`` is not constant."""
