@@ -161,6 +161,28 @@ def test_a_slow_partition_goes_back_to_onnxruntime_and_explain_says_why(install)
     assert f"{m.backend_ms:.3g} ms on sleepy vs {m.onnxruntime_ms:.3g} ms on onnxruntime" in text
 
 
+def test_a_segment_onnxruntime_cannot_load_sends_the_model_to_onnxruntime(
+    install, fake_clock, monkeypatch
+):
+    """A segment byoc made that onnxruntime refuses (a bug in byoc: a weight read back wrong
+    failed so) fails safe under measured placement: the model runs as read, and one line says
+    why and that it is a bug to report, instead of the compile failing."""
+    install(Plugin("quick", 5, fake_ms=0.5))
+    made = placement.compile_unit
+
+    def refuse_segments(reg, backend, unit, table):
+        if unit.backend == "onnxruntime" and len(unit.model.graph.node) == 1:  # Sigmoid's
+            raise byoc.BackendError(f"partition {unit.name}: creating the runtime failed: boom")
+        return made(reg, backend, unit, table)
+
+    monkeypatch.setattr(placement, "compile_unit", refuse_segments)
+    said = r"runs on onnxruntime: onnxruntime cannot load onnxruntime_\d, .*boom \(a bug in byoc"
+    with pytest.warns(UserWarning, match=said):
+        compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"]
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
 def test_static_placement_keeps_every_claimed_partition(install):
     install(Plugin("sleepy", 5, sleep=0.02))
     compiled = byoc.compile(model(), {"backends": ["sleepy"], "compile": {"placement": "static"}})

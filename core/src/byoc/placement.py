@@ -31,13 +31,13 @@ asks ``Placer.verify`` whether the built model stays. For the plan it is given, 
    (``[compile] whole_model_fallback``) gives the plan that runs the model as one onnxruntime
    session; a failure or a difference always does.
 
-When nothing can be run (no inputs, or onnxruntime fails on them), measured placement sends
-every partition to onnxruntime, with one line saying why. Every verdict lands in
-``Plan.placement`` and, for returned nodes, in their refusals, so ``byoc explain`` and ``byoc
-partition`` show it. Timings are cached in the user cache dir, keyed by the partition's
-content, backend, version and native build, the backend's and the fallback's settings, and the
-host (``byoc.host``): a second compile of the same model times nothing but still runs each
-partition once to check it.
+When nothing can be run (no inputs, onnxruntime fails on them, or it cannot load a segment
+byoc made: a bug to report), measured placement sends every partition to onnxruntime, with one
+line saying why. Every verdict lands in ``Plan.placement`` and, for returned nodes, in their
+refusals, so ``byoc explain`` and ``byoc partition`` show it. Timings are cached in the user
+cache dir, keyed by the partition's content, backend, version and native build, the backend's
+and the fallback's settings, and the host (``byoc.host``): a second compile of the same model
+times nothing but still runs each partition once to check it.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ import onnx
 from byoc import host, plugins
 from byoc.compiled import CompiledModel, results_of
 from byoc.context import Context
-from byoc.errors import ByocError, ConfigError, InputError, NodesRefused
+from byoc.errors import BackendError, ByocError, ConfigError, InputError, NodesRefused
 from byoc.executor import build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
@@ -89,8 +89,19 @@ class _Trial:
         self.args, self.outputs, self.ort = args, outputs, ort
 
 
+_GIVE_INPUTS = (
+    '; give inputs ([compare] inputs, [shapes], inputs=) or set [compile] placement = "static" '
+    "to keep them unchecked"
+)
+
+
 class _Unrunnable(Exception):
-    """onnxruntime itself fails on the measurement inputs."""
+    """onnxruntime fails on the measurement inputs, or cannot load a segment of the plan;
+    ``advice``: what the warning tells the user to do."""
+
+    def __init__(self, why: str, advice: str = _GIVE_INPUTS) -> None:
+        super().__init__(why)
+        self.advice = advice
 
 
 def _saved_ms(m: Measurement, basis: float | None = None) -> float:
@@ -200,8 +211,8 @@ class Placer:
                 self._settle(feeds, verdicts)
             for key, m in self.shown.items():  # a cached search's candidates, for explain
                 verdicts.setdefault(key, m)
-        except _Unrunnable as exc:  # the model itself fails on these inputs
-            return self._unchecked(f"onnxruntime fails on the measurement inputs ({exc})")
+        except _Unrunnable as exc:  # the model fails on these inputs, or a segment on load
+            return self._unchecked(str(exc), exc.advice)
         tried = list(verdicts.values())
         failed = [m for m in tried if m.failure is not None]
         if failed:
@@ -732,17 +743,13 @@ class Placer:
         """The [fallback] table for onnxruntime runs beside a backend's (``_quiet``)."""
         return _quiet(fallback_config(self.cfg, self.plan, self.reg))
 
-    def _unchecked(self, why: str) -> Plan:
+    def _unchecked(self, why: str, advice: str = _GIVE_INPUTS) -> Plan:
         """Nothing could be run: with measured placement every partition goes back to
         onnxruntime (the path that cannot be wrong or slow); static placement keeps them."""
         if not self.measured_mode:  # the user's choice: a note in explain, no warning
             return self._placed(Placement("static", note=f"partitions kept unchecked: {why}"))
         note = f"every partition runs on onnxruntime: {why}"
-        warnings.warn(
-            f"measured placement: {note}; give inputs ([compare] inputs, [shapes], inputs=) "
-            'or set [compile] placement = "static" to keep them unchecked',
-            stacklevel=4,
-        )
+        warnings.warn(f"measured placement: {note}{advice}", stacklevel=4)
         return self._on_onnxruntime(
             f"returned to onnxruntime: {why}", Placement("measured", note=note)
         )
@@ -830,12 +837,19 @@ class Placer:
         env = dict(feeds)
         trials: dict[str, _Trial] = {}
         for unit in plan.schedule:
-            runtime = compile_unit(self.reg, FALLBACK, unit, quiet)[1]
+            try:  # a segment byoc made that onnxruntime cannot load is byoc's bug: fail safe
+                runtime = compile_unit(self.reg, FALLBACK, unit, quiet)[1]
+            except BackendError as exc:
+                raise _Unrunnable(
+                    f"onnxruntime cannot load {unit.name}, which byoc made: {exc}",
+                    " (a bug in byoc: please report it with the model)",
+                ) from exc
             args = [env[n] for n in unit.inputs]
             try:
                 outputs = runtime.run(args)
             except Exception as exc:
-                raise _Unrunnable(f"{type(exc).__name__}: {exc}") from exc
+                msg = f"{type(exc).__name__}: {exc}"
+                raise _Unrunnable(f"onnxruntime fails on the measurement inputs ({msg})") from exc
             if unit.backend != FALLBACK:
                 trials[unit.name] = _Trial(args, list(outputs), runtime.run)
             env.update(zip(unit.outputs, outputs, strict=True))
