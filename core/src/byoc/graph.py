@@ -55,6 +55,7 @@ _REARRANGE = frozenset({"Concat", "Slice", "Transpose", "Tile"})
 # A Gather of a constant table at constant indices (BERT's position and token-type embeddings)
 # folds up to this many elements: the rows become a constant, as onnxruntime folds them.
 _MAX_FOLDED_GATHER = 1 << 20
+DROPPED_BYTES = 1 << 20  # Graph.drop_weights forgets cached values larger than this
 Dim = int | str | None
 
 
@@ -388,11 +389,11 @@ class Graph:
         return name in self._constant_values
 
     def drop_weights(self) -> None:
-        """Forget the cached values over 1 MiB that ``constant`` reads again as they were: the
-        model's weights and what _FOLDABLE ops make of them. Values ``_fold_shape`` evaluated
-        (a Transpose of a weight) stay: ``_fold`` cannot compute them again."""
+        """Forget the cached values over DROPPED_BYTES that ``constant`` reads again as they
+        were: the model's weights and what _FOLDABLE ops make of them. Values ``_fold_shape``
+        evaluated (a Transpose of a weight) stay: ``_fold`` cannot compute them again."""
         cache = self._constant_cache
-        for name in [k for k, v in cache.items() if v.nbytes > 1 << 20]:
+        for name in [k for k, v in cache.items() if v.nbytes > DROPPED_BYTES]:
             if name not in self._evaluated:
                 del cache[name]
 
