@@ -126,8 +126,19 @@ def test_compare_says_which_dim_to_fix(tmp_path):
     done = byoc_cli("compare", tmp_path / "dyn.onnx")
     assert done.returncode == 2
     assert "symbolic dim 'N'" in done.stderr and "[shapes]" in done.stderr
+    assert "e.g. x = [1, 4]" in done.stderr  # a batch: 1 will do
     (tmp_path / "byoc.toml").write_text("[shapes]\nx = [3, 4]\n")
     assert byoc_cli("compare", tmp_path / "dyn.onnx", "-c", tmp_path / "byoc.toml").returncode == 0
+
+
+def test_an_image_size_to_fix_is_named_not_guessed(tmp_path):
+    """A detector exported with dynamic axes: 1 for a batch, but an image 1 pixel high is a
+    valid config and a useless one, so the message names the dims the user must choose."""
+    model = make_model([node("Relu", ["images"], "y")], {"images": ["b", 3, "h", "w"]}, ["y"])
+    onnx.save(model, tmp_path / "det.onnx")
+    done = byoc_cli("compare", tmp_path / "det.onnx")
+    assert done.returncode == 2
+    assert "images = [1, 3, h, w] with the sizes you run it at in place of h, w" in done.stderr
 
 
 def test_inputs_not_given_are_random_with_the_given_ones_dims(tmp_path):

@@ -14,6 +14,17 @@ from byoc.loading import load_model
 MAX_RANDOM_ELEMENTS = 1 << 28  # per input: 1 GiB of float32
 
 
+def _shapes_example(name: str, shape: list[Any]) -> str:
+    """A [shapes] line for ``name``: a leading symbolic dim (a batch) is 1; any other (an
+    image's height, a sequence) is the user's to choose, so it is named, not guessed."""
+    dims = [d if isinstance(d, int) else 1 if i == 0 else d or "?" for i, d in enumerate(shape)]
+    chosen = [str(d) for d in dims if isinstance(d, str)]
+    if not chosen:
+        return f"e.g. {name} = {dims}"
+    line = ", ".join(str(d) for d in dims)
+    return f"{name} = [{line}] with the sizes you run it at in place of {', '.join(chosen)}"
+
+
 def random_inputs(
     model: Any,
     shapes: Mapping[str, list[int]] | None = None,
@@ -66,12 +77,11 @@ def random_inputs(
             if isinstance(d, int):
                 dims.append(d)
             else:
-                example = [x if isinstance(x, int) else 1 for x in shape]
                 what = "an unnamed symbolic dim" if d is None else f"a symbolic dim {d!r}"
                 raise InputError(
                     f"input '{name}' has {what} at position {i}; fix it in the "
-                    f"config's [shapes] table, e.g. {name} = {example}, or give an input "
-                    "that has it (--input)"
+                    f"config's [shapes] table, {_shapes_example(name, shape)}, or give an "
+                    "input that has it (--input)"
                 )
         size = int(np.prod(dims, dtype=object))
         if size > MAX_RANDOM_ELEMENTS:
