@@ -183,6 +183,23 @@ def test_a_segment_onnxruntime_cannot_load_sends_the_model_to_onnxruntime(
     np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
 
 
+def test_too_little_memory_to_measure_sends_the_model_to_onnxruntime(install, monkeypatch):
+    """Measuring holds many copies of the weights at once (up to 16x): where the machine has
+    less memory free than that, measured placement does not start and run out of it (the
+    kernel kills the process, unsaid); one line says why and what to do. Static placement is
+    the user's choice and is not held back."""
+    quick = Plugin("quick", 5)
+    install(quick)
+    monkeypatch.setattr(host, "available_memory", lambda: 300 << 20)  # 0.3 GB free
+    with pytest.warns(UserWarning, match=r"measuring needs about 0\.5 GB .*0\.3 GB is avail"):
+        compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"] and quick.runtime.calls == 0
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    assert "of memory" in compiled.plan.placement.note  # explain says so too
+    static = byoc.compile(model(), {"backends": ["quick"], "compile": {"placement": "static"}})
+    assert backends_of(static) == ["quick", "onnxruntime"]
+
+
 def test_static_placement_keeps_every_claimed_partition(install):
     install(Plugin("sleepy", 5, sleep=0.02))
     compiled = byoc.compile(model(), {"backends": ["sleepy"], "compile": {"placement": "static"}})

@@ -1,5 +1,6 @@
 """This machine, as byoc's caches and timings see it: its CPU, byoc's user cache directory,
-and how much of the CPUs other processes take (``others_since``).
+how much of the CPUs other processes take (``others_since``), and the memory that is free
+(``available_memory``).
 
 One reading of ``/proc/cpuinfo`` serves the compiled libraries' host tag
 (``byoc.native.host_tag``), the ``.byoc`` stamp and measured placement's cache key; one
@@ -44,6 +45,19 @@ class Cpu:
         adds pairs of them in int16 (``vpmaddubsw``)."""
         vnni = {"avx512_vnni", "avx_vnni", "amx_int8"} & set(self.flags)
         return self.machine.lower() in ("x86_64", "amd64") and not vnni
+
+
+def available_memory() -> int | None:
+    """Bytes of memory the kernel says a new allocation may take without swapping
+    (``MemAvailable`` of ``/proc/meminfo``); None where that is not known (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 @cache

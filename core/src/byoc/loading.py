@@ -68,18 +68,23 @@ def read_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.
 
 
 def _check_size(proto: onnx.ModelProto) -> None:
-    """The model with its weights fits in one protobuf message, as byoc passes models around.
-    Weights are counted by their dims (protobuf's own count costs a serialization)."""
-    tensors = [*proto.graph.initializer]
-    for n in proto.graph.node:
-        tensors.extend(a.t for a in n.attribute if a.type == onnx.AttributeProto.TENSOR)
-    size = sum(_tensor_bytes(t) for t in tensors)
+    """The model with its weights fits in one protobuf message, as byoc passes models around."""
+    size = weight_bytes(proto)
     if size >= 1 << 31:
         raise ModelError(
             f"the model holds {size / 2**30:.1f} GiB of weights; byoc hands partitions and "
             "segments to onnxruntime and the backends as serialized ONNX, which protobuf "
             "limits to 2 GiB (onnxruntime runs the model from its file and external data)"
         )
+
+
+def weight_bytes(proto: onnx.ModelProto) -> int:
+    """The bytes of the main graph's initializers and constant tensors, counted by their dims
+    (protobuf's own count costs a serialization)."""
+    tensors = [*proto.graph.initializer]
+    for n in proto.graph.node:
+        tensors.extend(a.t for a in n.attribute if a.type == onnx.AttributeProto.TENSOR)
+    return sum(_tensor_bytes(t) for t in tensors)
 
 
 def _tensor_bytes(t: onnx.TensorProto) -> int:

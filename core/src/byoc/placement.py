@@ -67,6 +67,7 @@ from byoc.errors import BackendError, ByocError, ConfigError, InputError, NodesR
 from byoc.executor import build, fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
+from byoc.loading import weight_bytes
 from byoc.pipeline import as_read, partition
 from byoc.plan import FALLBACK, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry
@@ -93,6 +94,14 @@ _GIVE_INPUTS = (
     '; give inputs ([compare] inputs, [shapes], inputs=) or set [compile] placement = "static" '
     "to keep them unchecked"
 )
+
+
+_STATIC_ADVICE = (
+    '; set [compile] placement = "static" to keep the partitions unchecked (about 9x the '
+    "weights), or free memory"
+)
+MEMORY_PER_WEIGHT_BYTE = 16  # measured placement's peak memory at most, per byte of weights
+MEMORY_BASE = 1 << 29  # and the libraries and buffers around them: 0.5 GB
 
 
 class _Unrunnable(Exception):
@@ -198,6 +207,9 @@ class Placer:
         mode = "measured" if self.measured_mode else "static"
         if not self.plan.partitions:
             return self._placed(Placement(mode))
+        short = self._short_of_memory()
+        if short is not None:
+            return self._unchecked(short, _STATIC_ADVICE)
         try:
             feeds = self._model_inputs(inputs)
         except InputError as exc:
@@ -742,6 +754,25 @@ class Placer:
     def _quiet_fallback(self) -> dict[str, Any]:
         """The [fallback] table for onnxruntime runs beside a backend's (``_quiet``)."""
         return _quiet(fallback_config(self.cfg, self.plan, self.reg))
+
+    def _short_of_memory(self) -> str | None:
+        """Why measuring would likely run this machine out of memory (an out-of-memory kill
+        loses the whole compile, unsaid), or None: measured placement holds the model, each
+        partition's ONNX, the backends' builds and onnxruntime's sessions of them at once,
+        11-15x the weights (gpt2-ts, 117 MB: 1.7 GB; 256 MB of MatMul weights: 2.9 GB), about
+        MEMORY_PER_WEIGHT_BYTE times them at most, where static placement takes 8-9x."""
+        if not self.measured_mode:
+            return None
+        weights = weight_bytes(self.source)
+        need = MEMORY_PER_WEIGHT_BYTE * weights + MEMORY_BASE
+        free = host.available_memory()
+        if free is None or need <= free:
+            return None
+        gb = 1 << 30
+        return (
+            f"measuring needs about {need / gb:.1f} GB of memory ({MEMORY_PER_WEIGHT_BYTE}x the "
+            f"model's {weights / gb:.2f} GB of weights), and {free / gb:.1f} GB is available"
+        )
 
     def _unchecked(self, why: str, advice: str = _GIVE_INPUTS) -> Plan:
         """Nothing could be run: with measured placement every partition goes back to
