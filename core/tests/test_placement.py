@@ -200,6 +200,21 @@ def test_too_little_memory_to_measure_sends_the_model_to_onnxruntime(install, mo
     assert backends_of(static) == ["quick", "onnxruntime"]
 
 
+def test_running_low_on_memory_while_checking_sends_the_model_to_onnxruntime(install, monkeypatch):
+    """The partitions' real inputs and outputs are kept until each is checked: on a model of
+    large activations and many partitions (a video transformer: past 12 GB) checking stops
+    when less than half the memory it started with is left, and the model runs on
+    onnxruntime, which frees each value after its last reader, instead of being killed."""
+    quick = Plugin("quick", 5)
+    install(quick)
+    free = iter([20 << 30, 20 << 30])  # the weights check and the start; then 9 GB left
+    monkeypatch.setattr(host, "available_memory", lambda: next(free, 9 << 30))
+    with pytest.warns(UserWarning, match=r"ran low on memory .*9\.0 GB left after 1 of"):
+        compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"] and quick.runtime.calls == 0
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
 def test_static_placement_keeps_every_claimed_partition(install):
     install(Plugin("sleepy", 5, sleep=0.02))
     compiled = byoc.compile(model(), {"backends": ["sleepy"], "compile": {"placement": "static"}})

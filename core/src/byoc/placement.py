@@ -97,11 +97,13 @@ _GIVE_INPUTS = (
 
 
 _STATIC_ADVICE = (
-    '; set [compile] placement = "static" to keep the partitions unchecked (about 9x the '
-    "weights), or free memory"
+    '; set [compile] placement = "static" to keep the partitions unchecked, or free memory'
 )
+
 MEMORY_PER_WEIGHT_BYTE = 16  # measured placement's peak memory at most, per byte of weights
 MEMORY_BASE = 1 << 29  # and the libraries and buffers around them: 0.5 GB
+MEMORY_RESERVE = 1 << 31  # checking stops when less than this is left available (2 GiB), or
+# than half of what was available when it started
 
 
 class _Unrunnable(Exception):
@@ -200,6 +202,7 @@ class Placer:
         self.trials: dict[str, _Trial] = {}  # partition key -> its inputs, outputs, onnxruntime
         self.verdicts: dict[str, Measurement] = {}  # partition key -> its verdict, once decided
         self.disturbed = 0  # timings other processes spoiled, twice where a second was allowed
+        self.memory_floor: int | None = None  # checking stops below this much available memory
 
     def decide(self, inputs: Mapping[str, Any] | None) -> Plan:
         """The plan to build: every backend partition checked (and, measured, timed and
@@ -210,6 +213,8 @@ class Placer:
         short = self._short_of_memory()
         if short is not None:
             return self._unchecked(short, _STATIC_ADVICE)
+        free = host.available_memory()
+        self.memory_floor = max(MEMORY_RESERVE, free // 2) if free is not None else None
         try:
             feeds = self._model_inputs(inputs)
         except InputError as exc:
@@ -276,6 +281,7 @@ class Placer:
                     if self.progress is not None and self.measured_mode:
                         self.progress(i, len(self.plan.partitions), f"measuring {unit.name}")
                     verdicts[key] = self._verdict(unit, key, trials[unit.name])
+                    self._enough_memory(f"checking {unit.name}")
                 round_.append(verdicts[key])
                 if not verdicts[key].kept:  # nothing builds or times it: its weights go now
                     self.built.pop(key, None)
@@ -771,7 +777,8 @@ class Placer:
         gb = 1 << 30
         return (
             f"measuring needs about {need / gb:.1f} GB of memory ({MEMORY_PER_WEIGHT_BYTE}x the "
-            f"model's {weights / gb:.2f} GB of weights), and {free / gb:.1f} GB is available"
+            f"model's {weights / gb:.2f} GB of weights; static placement: about 9x), and "
+            f"{free / gb:.1f} GB is available"
         )
 
     def _unchecked(self, why: str, advice: str = _GIVE_INPUTS) -> Plan:
@@ -863,11 +870,14 @@ class Placer:
     # -- timing -------------------------------------------------------------------------------
 
     def _reference(self, feeds: dict[str, Any], plan: Plan) -> dict[str, _Trial]:
-        """Run a plan on onnxruntime: each backend partition's real inputs and outputs."""
+        """Run a plan on onnxruntime: each backend partition's real inputs and outputs. A
+        value is let go after its last reader, as a compiled model does (mvit_v2_s on a video
+        clip: 12 GB of activations in all, 1.2 GB live at once in onnxruntime)."""
         quiet = self._quiet_fallback()
         env = dict(feeds)
         trials: dict[str, _Trial] = {}
-        for unit in plan.schedule:
+        last = {n: i for i, unit in enumerate(plan.schedule) for n in unit.inputs}
+        for i, unit in enumerate(plan.schedule):
             try:  # a segment byoc made that onnxruntime cannot load is byoc's bug: fail safe
                 runtime = compile_unit(self.reg, FALLBACK, unit, quiet)[1]
             except BackendError as exc:
@@ -884,7 +894,23 @@ class Placer:
             if unit.backend != FALLBACK:
                 trials[unit.name] = _Trial(args, list(outputs), runtime.run)
             env.update(zip(unit.outputs, outputs, strict=True))
+            for name in [n for n in env if last.get(n, -1) <= i]:
+                del env[name]
+            self._enough_memory(f"{i + 1} of the plan's {len(plan.schedule)} units")
         return trials
+
+    def _enough_memory(self, where: str) -> None:
+        """Stop checking (``_Unrunnable``) where the machine is running out of memory: the
+        partitions' real inputs and outputs are held until each is checked, and on a model
+        of large activations and many partitions they add up (mvit_v2_s on a video clip: 162
+        partitions, past 12 GB, where onnxruntime runs the model in 1.2 GB)."""
+        free = host.available_memory()
+        if free is not None and self.memory_floor is not None and free < self.memory_floor:
+            raise _Unrunnable(
+                f"the machine ran low on memory while checking the partitions ({free / 2**30:.1f}"
+                f" GB left after {where}: their real inputs and outputs are kept to check them)",
+                _STATIC_ADVICE,
+            )
 
     def _time(
         self, unit: Partition, runtime: Any, trial: _Trial, budget: float = 1.0, pairs: int = 8
