@@ -347,6 +347,22 @@ def test_string_outputs_save_as_text_that_loads_back(tmp_path):
     assert np.load(tmp_path / "y.npy", allow_pickle=False).tolist() == ["1.5", "-2", "3"]
 
 
+def test_an_input_of_the_wrong_dtype_gets_the_same_words_whatever_runs_the_model(tmp_path):
+    """float64 audio for a float32 model: onnxruntime's INVALID_ARGUMENT came through when
+    onnxruntime ran the whole model, byoc's own message when a backend ran a partition."""
+    model = make_model([node("Relu", ["wav"], "y")], {"wav": [1, 16]}, ["y"])
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    np.save(tmp_path / "wav.npy", np.zeros((1, 16), np.float64))
+    for config in ("backends = []\n", 'backends = ["examplejson"]\n'):
+        (tmp_path / "byoc.toml").write_text(config)
+        done = byoc_cli(
+            "compare", path, "-c", tmp_path / "byoc.toml", "--input", f"wav={tmp_path / 'wav.npy'}"
+        )
+        assert done.returncode == 2, done.stderr
+        assert "input 'wav' has dtype float64 but the model expects float32" in done.stderr
+
+
 def test_compare_blames_the_model_when_onnxruntime_fails_on_the_inputs(tmp_path):
     """A Reshape to 4x3 of a (N, 6) input fails at N = 3 in onnxruntime too: compare said a
     backend's partition failed at run time (byoc ran first); it is the model's failure."""

@@ -14,7 +14,7 @@ from byoc.compiled import CompiledModel
 from byoc.compiler import compile
 from byoc.config import Config, load_config
 from byoc.context import ConfigLike
-from byoc.errors import ModelError
+from byoc.errors import InputError, ModelError
 from byoc.graph import Graph
 from byoc.inputs import random_inputs
 from byoc.pipeline import ModelLike
@@ -179,6 +179,12 @@ def compare(
     try:  # first: a model that fails on these inputs is not a backend's failure
         results = reference.run(compiled.outputs, dict(inputs))
     except Exception as exc:
+        try:  # inputs that do not fit the model: byoc's own words, whatever the placement
+            compiled.run(inputs)
+        except InputError:
+            raise
+        except Exception:
+            pass
         raise ModelError(f"onnxruntime (the reference) failed on these inputs: {exc}") from None
     got = compiled.run(inputs)
     want = dict(zip(compiled.outputs, results, strict=True))
