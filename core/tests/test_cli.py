@@ -363,6 +363,21 @@ def test_an_input_of_the_wrong_dtype_gets_the_same_words_whatever_runs_the_model
         assert "input 'wav' has dtype float64 but the model expects float32" in done.stderr
 
 
+def test_a_model_with_bfloat16_inputs_is_refused_saying_why(tmp_path):
+    """onnxruntime's Python API takes no bfloat16 arrays: byoc said "input 'x' is bfloat16;
+    give it with --input", and then refused every array --input could give."""
+    model = make_model(
+        [node("Cast", ["x"], "f", to=onnx.TensorProto.FLOAT), node("Relu", ["f"], "y")],
+        {"x": [1, 4]},
+        ["y"],
+    )
+    model.graph.input[0].type.tensor_type.elem_type = onnx.TensorProto.BFLOAT16
+    onnx.save(model, tmp_path / "bf16.onnx")
+    done = byoc_cli("compare", tmp_path / "bf16.onnx")
+    assert done.returncode == 2, done.stderr
+    assert "input 'x' is bfloat16, which onnxruntime's Python API can neither" in done.stderr
+
+
 def test_compare_blames_the_model_when_onnxruntime_fails_on_the_inputs(tmp_path):
     """A Reshape to 4x3 of a (N, 6) input fails at N = 3 in onnxruntime too: compare said a
     backend's partition failed at run time (byoc ran first); it is the model's failure."""

@@ -18,7 +18,7 @@ import onnx
 from byoc.compiled import CompiledModel
 from byoc.config import Config
 from byoc.context import ConfigLike, resolve
-from byoc.errors import BackendError, NodesRefused
+from byoc.errors import BackendError, ModelError, NodesRefused
 from byoc.executor import build
 from byoc.graph import declared_inputs
 from byoc.inputs import given_shapes
@@ -27,6 +27,8 @@ from byoc.pipeline import ModelLike, partition
 from byoc.placement import Placer
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
+
+BF16 = onnx.TensorProto.BFLOAT16
 
 
 def compile(
@@ -60,6 +62,7 @@ def compile(
             ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, shapes=shapes))
     reg = ctx.registry
     plan = first = partition(model, ctx)
+    _no_bfloat16_io(plan.source if plan.source is not None else plan.model)
 
     def variants(other: onnx.ModelProto, c: Config) -> CompiledModel:
         return compile(other, c, registry=reg)  # the same placement for other input shapes
@@ -79,6 +82,25 @@ def compile(
         except NodesRefused as exc:
             refuse(vetoes, exc)
             plan = partition(first, ctx, vetoes=vetoes)
+
+
+def _no_bfloat16_io(model: onnx.ModelProto) -> None:
+    """A ModelError for bfloat16 model inputs or outputs: onnxruntime's Python API takes and
+    returns no bfloat16 arrays ("No corresponding Numpy type"), and every compiled model runs
+    on it in part, and is checked against it."""
+    g = model.graph
+    weights = {t.name for t in g.initializer}
+    ends = [("input", v) for v in g.input if v.name not in weights] + [
+        ("output", v) for v in g.output
+    ]
+    found = [f"{kind} '{v.name}'" for kind, v in ends if v.type.tensor_type.elem_type == BF16]
+    if found:
+        raise ModelError(
+            f"the model's {', '.join(found)} is bfloat16, which onnxruntime's Python API can "
+            "neither take nor return (byoc runs what no backend claims on it, and checks "
+            "backends against it): export the model with float32 inputs and outputs (a Cast "
+            "at each end keeps bfloat16 inside)"
+        )
 
 
 def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
