@@ -398,6 +398,10 @@ def test_compare_blames_the_model_when_onnxruntime_fails_on_the_inputs(tmp_path)
     done = byoc_cli("compare", path, "-c", cfg, "--input", f"x={tmp_path / 'x.npy'}")
     assert done.returncode == 2
     assert "onnxruntime (the reference) failed on these inputs" in done.stderr, done.stderr
+    cfg.write_text('backends = ["examplejson"]\n[backend.examplejson]\nmin_partition_nodes = 1\n')
+    done = byoc_cli("compare", path, "-c", cfg, "--input", f"x={tmp_path / 'x.npy'}")
+    assert done.returncode == 2 and "fails on the measurement inputs" in done.stderr
+    assert "give inputs" not in done.stderr  # they were given: placement says no more
 
 
 def test_run_saves_outputs_whose_file_names_would_meet_apart(tmp_path):

@@ -229,7 +229,8 @@ class Placer:
             for key, m in self.shown.items():  # a cached search's candidates, for explain
                 verdicts.setdefault(key, m)
         except _Unrunnable as exc:  # the model fails on these inputs, or a segment on load
-            return self._unchecked(str(exc), exc.advice)
+            given = inputs is not None and exc.advice is _GIVE_INPUTS  # the user's: say no more
+            return self._unchecked(str(exc), "" if given else exc.advice)
         tried = list(verdicts.values())
         failed = [m for m in tried if m.failure is not None]
         if failed:
