@@ -227,6 +227,8 @@ def test_compare_says_which_backends_ran_and_can_require_one(tmp_path):
     assert done.returncode == 0 and "no backend ran" in done.stdout
     done = byoc_cli("compare", model, "-c", cfg, "--require-backend")
     assert done.returncode == 1 and "no backend ran (--require-backend)" in done.stderr
+    done = byoc_cli("compile", model, "-c", cfg, "-q", "-o", tmp_path / "m.byoc")
+    assert done.returncode == 0 and "no backend runs any of this model" in done.stderr
 
 
 def test_a_byoc_file_given_where_an_onnx_model_is_expected_says_so(tmp_path):

@@ -347,6 +347,12 @@ def cmd_compile(args: argparse.Namespace) -> int:
         if not args.quiet:
             size = path.stat().st_size
             print(f"wrote {path} ({len(compiled.steps)} units, {size / 1024:.1f} KiB)")
+        if compiled.plan is not None and not compiled.plan.partitions:
+            print(
+                f"byoc: note: no backend runs any of this model: {path} runs it on onnxruntime "
+                "(`byoc explain` says why)",
+                file=sys.stderr,
+            )
     if args.dump_dir:
         os.makedirs(args.dump_dir, exist_ok=True)
         for step in compiled.steps:
