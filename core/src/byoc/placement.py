@@ -102,8 +102,7 @@ _STATIC_ADVICE = (
 
 MEMORY_PER_WEIGHT_BYTE = 16  # measured placement's peak memory at most, per byte of weights
 MEMORY_BASE = 1 << 29  # and the libraries and buffers around them: 0.5 GB
-MEMORY_RESERVE = 1 << 31  # checking stops when less than this is left available (2 GiB), or
-# than half of what was available when it started
+MEMORY_RESERVE = 1 << 31  # checking stops below 2 GiB available, or half of it at the start
 
 
 class _Unrunnable(Exception):
