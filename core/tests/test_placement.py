@@ -1066,11 +1066,12 @@ class Quantizing(Plugin):
         return Unfused(artifact, self.off) if backend == self.name else None
 
 
-def qdq_conv():
+def qdq_conv(span=63):
     """x -> Q/DQ -> Conv (int8 weights) -> Q/DQ -> y: onnxruntime fuses it into a QLinearConv
     and rounds some values a quantum (0.05) away from its unoptimized run. The weights stay within
-    +-63 so that an AVX2 CPU without VNNI, which adds pairs of uint8 x int8 products in int16,
-    cannot saturate: with +-127 its fused run is 88 quanta off, and any backend would pass."""
+    +-``span``, by default 63 so that an AVX2 CPU without VNNI, which adds pairs of uint8 x int8
+    products in int16, cannot saturate: with +-127 its fused run is 88 quanta off, and any
+    backend would pass."""
     rng = np.random.default_rng(0)
     nodes = [
         node("QuantizeLinear", ["x", "s", "z"], "q"),
@@ -1080,7 +1081,7 @@ def qdq_conv():
         node("QuantizeLinear", ["c", "s2", "z"], "q2"),
         node("DequantizeLinear", ["q2", "s2", "z"], "y"),
     ]
-    weights = rng.integers(-63, 64, (8, 8, 3, 3)).astype(np.int8)
+    weights = rng.integers(-span, span + 1, (8, 8, 3, 3)).astype(np.int8)
     constants = {"s": np.float32(0.02), "z": np.uint8(128), "s2": np.float32(0.05)}
     constants |= {"wq": weights, "ws": np.float32(0.01), "wz": np.int8(0)}
     return make_model(nodes, {"x": [1, 8, 16, 16]}, ["y"], constants)
@@ -1161,16 +1162,21 @@ def test_a_float16_model_may_round_as_far_from_onnxruntime_as_float32_does(
     assert [p.backend for p in compiled.plan.partitions] == (["wide"] if passed else [])
 
 
-@pytest.mark.parametrize(("flags", "hinted"), [(("avx2",), True), (("avx2", "avx512_vnni"), False)])
+@pytest.mark.parametrize(
+    ("flags", "span", "hinted"),
+    [(("avx2",), 127, True), (("avx2",), 63, False), (("avx2", "avx512_vnni"), 127, False)],
+)
 def test_a_mismatch_on_int8_products_says_when_onnxruntime_saturates(
-    install, monkeypatch, flags, hinted
+    install, monkeypatch, flags, span, hinted
 ):
     """On an x86 CPU without VNNI onnxruntime's own uint8 x int8 products saturate: a compare
-    that fails on a model with int8 weights says so (and what avoids it); with VNNI it does not."""
-    install(Quantizing(5.0))
+    that fails on a model with int8 weights says so (and what avoids it); with VNNI it does not,
+    nor with 7-bit weights (reduce_range=True), which cannot saturate."""
+    install(Quantizing(50.0))  # off by more than a saturating onnxruntime is from itself
     cpu = dataclasses.replace(host.cpu(), machine="x86_64", flags=flags)
     monkeypatch.setattr(host, "cpu", lambda: cpu)
-    report = byoc.compare(qdq_conv(), {"backends": ["qdq"], "compile": {"placement": "static"}})
+    config = {"backends": ["qdq"], "compile": {"placement": "static"}}
+    report = byoc.compare(qdq_conv(span), config)
     assert not report.passed
     assert ("no VNNI" in report.table()) == hinted, report.table()
     assert ("read by DequantizeLinear here" in report.hint) == hinted

@@ -216,14 +216,19 @@ _INT8_PRODUCTS |= {"DequantizeLinear": 0}  # QDQ weights: onnxruntime fuses them
 
 def _int8_hint(model: Any) -> str:
     """Why onnxruntime itself may be off on ``model`` on this CPU, or "": its uint8 x int8
-    products (``_INT8_PRODUCTS`` with int8 weights) saturate on an x86 CPU without VNNI."""
+    products (``_INT8_PRODUCTS`` with int8 weights) saturate on an x86 CPU without VNNI. Weights
+    known to lie in [-64, 64] (``reduce_range=True`` quantizes to 7 bits) cannot: a pair of
+    products is at most 2 * 255 * 64 = 32640, inside int16."""
     if not host.cpu().saturates_int8():
         return ""
     graph, found = Graph(model), set()
     for n in model.graph.node:
         i = _INT8_PRODUCTS.get(n.op_type)
         weights = graph.type_of(n.input[i]) if i is not None and len(n.input) > i else None
-        if weights is not None and weights.dtype == np.int8:
+        if weights is None or weights.dtype != np.int8:
+            continue
+        values = graph.constant(n.input[i])
+        if values is None or values.size == 0 or np.abs(values.astype(np.int16)).max() > 64:
             found.add(n.op_type)
     if not found:
         return ""
