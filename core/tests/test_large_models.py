@@ -1,12 +1,16 @@
 """Models whose weights are large: byoc reads, checks and partitions them without copies it
-does not need, and refuses at once a model too large for protobuf to pass around."""
+does not need; a model too large for protobuf to pass around is not partitioned: given as a
+file, onnxruntime runs it whole from there."""
 
 from __future__ import annotations
 
 import byoc
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
+from byoc import loading
+from byoc.cli import main
 from byoc.testing.build import make_model, node
 
 
@@ -66,7 +70,7 @@ def test_a_plan_partitioned_again_reuses_its_reading_of_the_model():
     assert [d.dim_value for d in other.model.graph.input[0].type.tensor_type.shape.dim] == [4, 64]
 
 
-def test_a_model_over_2_gib_is_refused_before_its_weights_are_read(tmp_path):
+def test_a_model_over_2_gib_is_not_partitioned_and_its_weights_are_not_read(tmp_path):
     """protobuf serializes at most 2 GiB, and byoc passes partitions and segments serialized;
     such a model ended with "not valid ONNX: Failed to serialize proto" after reading all of
     its external data (2.5 GB: 16 s and 5 GB of memory), now with a clear error at once. The
@@ -79,6 +83,40 @@ def test_a_model_over_2_gib_is_refused_before_its_weights_are_read(tmp_path):
     onnx.save(model, tmp_path / "big.onnx")
     with pytest.raises(byoc.ModelError, match=r"holds 2\.0 GiB of weights.*limits to 2 GiB"):
         byoc.partition(str(tmp_path / "big.onnx"))
+
+
+def test_a_model_too_large_to_partition_runs_whole_on_onnxruntime_from_its_file(
+    tmp_path, monkeypatch, capsys
+):
+    """A model past protobuf's limit (lowered here: 64 KiB) given as a file compiles to one
+    onnxruntime session of that file, which reads the external data itself, with one line
+    saying so; it runs, compares and runs from the command line as plain onnxruntime does.
+    It cannot be saved to a .byoc file, nor partitioned: both say what to do instead."""
+    monkeypatch.setattr(loading, "MAX_WEIGHT_BYTES", 1 << 16)
+    path = tmp_path / "m.onnx"
+    onnx.save(_dense(300), path, save_as_external_data=True, location="m.data")  # 360 KB
+    monkeypatch.chdir(tmp_path.parent)  # the data is found beside the model, not here
+    config = {"backends": ["examplejson"], "compile": {"placement": "static"}}
+    with pytest.warns(UserWarning, match=r"onnxruntime runs the whole model from its file$"):
+        compiled = byoc.compile(str(path), config)
+    assert compiled.plan is None and compiled.file == str(path)
+    x = np.random.default_rng(1).standard_normal((2, 300), np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    assert np.array_equal(compiled.run({"x": x})["y"], want[0])
+    with pytest.warns(UserWarning):
+        report = byoc.compare(str(path), config, {"x": x})
+    assert report.passed and not report.backends_ran()
+    with pytest.raises(byoc.ModelError, match=r"too large for byoc to partition.*run the \.onnx"):
+        compiled.save(tmp_path / "m.byoc")
+    with pytest.raises(byoc.ModelError, match=r"byoc cannot partition it.*Given as a file"):
+        byoc.partition(str(path), config)
+    np.save(tmp_path / "x.npy", x)
+    argv = ["run", str(path), "--input", f"x={tmp_path / 'x.npy'}", "-o", str(tmp_path / "out")]
+    assert main(argv) == 0
+    assert np.array_equal(np.load(tmp_path / "out" / "y.npy"), want[0])
+    assert "onnxruntime runs the whole model from its file" in capsys.readouterr().err
+    assert main(["compile", str(path), "-o", str(tmp_path / "m.byoc")]) != 0
+    assert "run the .onnx file itself" in capsys.readouterr().err
 
 
 def test_a_weight_transposed_by_the_model_stays_transposed_when_partitioned_again():

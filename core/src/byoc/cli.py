@@ -17,7 +17,7 @@ import numpy as np
 import byoc
 from byoc.batch import MAX_SAMPLE_MB, check_counts, sample_files
 from byoc.config import allowed_values, describe
-from byoc.errors import ByocError, InputError
+from byoc.errors import ByocError, InputError, ModelError
 from byoc.export import is_artifact
 from byoc.graph import Graph, dtype_name
 from byoc.plugins import registry
@@ -141,7 +141,11 @@ def _placed_plan(args: argparse.Namespace) -> byoc.Plan:
         return byoc.partition(args.model, cfg)
     with _progress(args) as progress:
         plan = byoc.compile(args.model, cfg, progress=progress).plan
-    assert plan is not None
+    if plan is None:  # compiler._whole_file
+        raise ModelError(
+            f"no plan to show: {args.model} is too large for byoc to partition (the warning "
+            "above says why), and onnxruntime runs it whole"
+        )
     return plan
 
 

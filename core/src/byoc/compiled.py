@@ -115,6 +115,9 @@ class CompiledModel:
         input_ranges: Mapping[str, tuple[int, int]] | None = None,
     ) -> None:
         self.plan = plan
+        # the model file one onnxruntime session runs whole, too large to partition (and to
+        # save): compiler._whole_file
+        self.file: str | None = None
         self.registry = registry or plugins.registry()  # the plugins that made its runtimes
         self.steps = steps
         self.fallback_config = dict(fallback_config)

@@ -10,21 +10,25 @@ model is partitioned again without them, and placement starts over.
 from __future__ import annotations
 
 import dataclasses
+import os
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import onnx
 
-from byoc.compiled import CompiledModel
+from byoc.compiled import CompiledModel, Step
 from byoc.config import Config
-from byoc.context import ConfigLike, resolve
+from byoc.context import ConfigLike, Context, resolve
 from byoc.errors import BackendError, ModelError, NodesRefused
 from byoc.executor import build
-from byoc.graph import declared_inputs
+from byoc.fallback import OrtRuntime
+from byoc.graph import declared_inputs, tensor_type
 from byoc.inputs import given_shapes
-from byoc.loading import read_model
+from byoc.loading import TooLarge, read_model
 from byoc.pipeline import ModelLike, partition
 from byoc.placement import Placer
+from byoc.plan import FALLBACK, Partition
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
 
@@ -53,6 +57,17 @@ def compile(
     the plugins to use (default: ``byoc.registry()``, the installed ones).
     """
     ctx = resolve(config, registry)
+    try:
+        return _compile(model, ctx, inputs, progress)
+    except TooLarge as exc:
+        if not isinstance(model, str | os.PathLike):
+            raise
+        return _whole_file(os.fspath(model), ctx, exc)
+
+
+def _compile(
+    model: ModelLike, ctx: Context, inputs: Mapping[str, Any] | None, progress: ProgressFn | None
+) -> CompiledModel:
     if inputs is not None:  # [shapes] for the dims the inputs give, as the user's own
         model = read_model(model)
         given = given_shapes(declared_inputs(model), inputs)
@@ -82,6 +97,39 @@ def compile(
         except NodesRefused as exc:
             refuse(vetoes, exc)
             plan = partition(first, ctx, vetoes=vetoes)
+
+
+def _whole_file(path: str, ctx: Context, why: TooLarge) -> CompiledModel:
+    """A model too large for byoc's partitions (``loading.TooLarge``) as one onnxruntime
+    session of its file, which reads the external data itself: the path that cannot be wrong
+    or slow, said in one line. The model's graph is read without its weights, for the
+    signature; there is no plan (nothing to explain), and the file cannot be saved."""
+    problem = ctx.registry.backends[FALLBACK].unavailable_reason
+    if problem is not None:
+        raise BackendError(f"the onnxruntime fallback cannot be used: {problem}")
+    try:
+        proto = onnx.load(path, load_external_data=False)
+        _no_bfloat16_io(proto)
+        runtime = OrtRuntime(path, ctx.config.fallback)
+    except ModelError:
+        raise
+    except Exception as exc:
+        raise ModelError(f"onnxruntime cannot load '{path}': {exc}") from None
+    inputs = declared_inputs(proto)
+    outputs = {o.name: tensor_type(o.type) for o in proto.graph.output}
+    nodes = [n.name or f"{n.op_type}_{i}" for i, n in enumerate(proto.graph.node)]
+    unit = Partition(f"{FALLBACK}_0", FALLBACK, nodes, list(inputs), list(outputs), proto)
+    warnings.warn(f"{why.what}: onnxruntime runs the whole model from its file", stacklevel=3)
+    compiled = CompiledModel(
+        None,
+        [Step(unit, path, runtime)],
+        ctx.config.fallback,
+        inputs=inputs,
+        outputs=outputs,
+        registry=ctx.registry,
+    )
+    compiled.file = path
+    return compiled
 
 
 def _no_bfloat16_io(model: onnx.ModelProto) -> None:

@@ -21,7 +21,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from byoc import host, native
-from byoc.errors import ArtifactError, BackendError, ByocError
+from byoc.errors import ArtifactError, BackendError, ByocError, ModelError
 from byoc.graph import TensorType
 from byoc.plan import FALLBACK, Partition
 from byoc.plugins import Registry
@@ -40,6 +40,7 @@ class Saved(Protocol):
     output_types: dict[str, TensorType | None]
     outputs: list[str]
     input_ranges: dict[str, tuple[int, int]]
+    file: str | None
     _constants: dict[str, Any]
 
 
@@ -83,6 +84,12 @@ def _names_readable(manifest: dict[str, Any]) -> None:
 
 def save(compiled: Saved, path: str | os.PathLike[str]) -> Path:
     """Write ``compiled`` to ``path`` as one ``.byoc`` file (atomically) and return the path."""
+    if compiled.file is not None:
+        raise ModelError(
+            f"{compiled.file} runs whole on onnxruntime, too large for byoc to partition, and a "
+            ".byoc file holds the model's ONNX as one protobuf message (2 GiB at most): run the "
+            ".onnx file itself (byoc run, or onnxruntime)"
+        )
     reg = compiled.registry
     members: dict[str, bytes] = {}
     units = []

@@ -60,9 +60,10 @@ def raw_run(session: ort.InferenceSession) -> Callable[[list[str], Mapping[str, 
 
 
 class OrtRuntime:
-    """One onnxruntime session over a segment; ``run`` takes and returns arrays in order."""
+    """One onnxruntime session over a segment (serialized ONNX, or a model file's path);
+    ``run`` takes and returns arrays in order."""
 
-    def __init__(self, model: bytes, config: Mapping[str, Any]) -> None:
+    def __init__(self, model: bytes | str, config: Mapping[str, Any]) -> None:
         options, cpu = session_options(config), ["CPUExecutionProvider"]
         try:
             self.session = ort.InferenceSession(model, options, providers=cpu)

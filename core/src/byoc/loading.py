@@ -67,15 +67,30 @@ def read_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.
     return proto
 
 
+MAX_WEIGHT_BYTES = 1 << 31  # protobuf's limit on one message, which byoc passes models in
+
+
+class TooLarge(ModelError):
+    """A model whose weights one protobuf message cannot hold: byoc cannot partition it, and
+    ``byoc.compile`` of its file runs it whole on onnxruntime (``compiler._whole_file``)."""
+
+    def __init__(self, size: int) -> None:
+        self.what = (
+            f"the model holds {size / 2**30:.1f} GiB of weights; byoc hands partitions and "
+            "segments to onnxruntime and the backends as serialized ONNX, which protobuf "
+            f"limits to {MAX_WEIGHT_BYTES / 2**30:.3g} GiB"
+        )
+        super().__init__(
+            f"{self.what}: byoc cannot partition it. Given as a file (with its external data), "
+            "`byoc compile`, `run` and `compare` run it whole on onnxruntime"
+        )
+
+
 def _check_size(proto: onnx.ModelProto) -> None:
     """The model with its weights fits in one protobuf message, as byoc passes models around."""
     size = weight_bytes(proto)
-    if size >= 1 << 31:
-        raise ModelError(
-            f"the model holds {size / 2**30:.1f} GiB of weights; byoc hands partitions and "
-            "segments to onnxruntime and the backends as serialized ONNX, which protobuf "
-            "limits to 2 GiB (onnxruntime runs the model from its file and external data)"
-        )
+    if size >= MAX_WEIGHT_BYTES:
+        raise TooLarge(size)
 
 
 def weight_bytes(proto: onnx.ModelProto) -> int:
