@@ -225,8 +225,9 @@ def _check_input_kinds(graph: onnx.GraphProto) -> None:
     for value in graph.input:
         kind = value.type.WhichOneof("value")
         if value.name not in constants and kind not in (None, "tensor_type"):
+            what = kind.removesuffix("_type").replace("_", " ")
             raise ModelError(
-                f"input '{value.name}' is a {kind.removesuffix('_type').replace('_', ' ')}; "
+                f"input '{value.name}' is {'an' if what[0] in 'aeiou' else 'a'} {what}; "
                 "byoc takes tensor inputs only (onnxruntime can run this model itself)"
             )
 

@@ -172,6 +172,15 @@ def test_a_sequence_input_is_a_model_error_that_says_so():
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     with pytest.raises(byoc.ModelError, match="input 's' is a sequence; byoc takes tensor inputs"):
         byoc.compare(m, inputs={"s": [np.ones((2, 3), np.float32)] * 2})
+    graph = helper.make_graph(  # an optional: "an", not "a"
+        [node("OptionalHasElement", ["o"], "y")],
+        "g",
+        [helper.make_value_info("o", helper.make_optional_type_proto(items))],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.BOOL, [])],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    with pytest.raises(byoc.ModelError, match="input 'o' is an optional; byoc takes tensor"):
+        byoc.partition(m)
 
 
 def test_a_range_of_a_trillion_elements_is_a_model_error_at_once():
