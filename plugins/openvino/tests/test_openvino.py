@@ -292,6 +292,42 @@ def test_quantize_linear_stays_on_onnxruntime() -> None:
     np.testing.assert_array_equal(got["q"], want["q"])
 
 
+def test_a_quantize_linear_only_dequantize_linears_read_runs_on_openvino() -> None:
+    """A QDQ convolution: the QuantizeLinears whose integers only DequantizeLinears read are
+    roundings to their scale's grid, which OpenVINO folds into its int8 convolution; they are
+    claimed, and the model runs in one partition within a rounding tie of onnxruntime (a QDQ
+    model cut at every QuantizeLinear ran in a hundred pieces). One whose integers are an
+    output of the model stays on onnxruntime (``WRONG``)."""
+    rng = np.random.default_rng(0)
+    model = make_model(
+        [
+            node("QuantizeLinear", ["x", "s", "z"], "q"),
+            node("DequantizeLinear", ["q", "s", "z"], "dq"),
+            node("DequantizeLinear", ["wq", "ws", "wz"], "w"),
+            node("Conv", ["dq", "w"], "c", pads=[1, 1, 1, 1]),
+            node("Relu", ["c"], "r"),
+            node("QuantizeLinear", ["r", "s2", "z"], "q2"),
+            node("DequantizeLinear", ["q2", "s2", "z"], "y"),
+            node("QuantizeLinear", ["x", "s", "z"], "codes"),
+        ],
+        {"x": [1, 8, 16, 16]},
+        ["y", "codes"],
+        constants={
+            "s": np.float32(0.02),
+            "z": np.uint8(128),
+            "s2": np.float32(0.05),
+            "wq": rng.integers(-63, 64, (8, 8, 3, 3)).astype(np.int8),
+            "ws": np.float32(0.01),
+            "wz": np.int8(0),
+        },
+    )
+    report = byoc.compare(model, config())
+    assert report.passed, report.table()
+    (part,) = report.plan.partitions
+    assert {"q", "q2"} <= set(part.nodes) and "codes" not in part.nodes
+    assert "adds the zero point" in dict(report.plan.decisions["codes"].refusals)["openvino"]
+
+
 @pytest.mark.parametrize("between", ["", "Identity", "Transpose", "Slice"])
 def test_a_requantization_after_a_concat_is_never_shown_to_openvino(
     between: str, tmp_path: Path
@@ -457,7 +493,8 @@ def test_a_graph_whose_query_crashes_openvino_is_asked_node_by_node(tmp_path: Pa
     """Concat, QuantizeLinear, DequantizeLinear, QuantizeLinear: with the QuantizeLinear no
     longer cut from the graph OpenVINO is asked about, ``query_model`` on the whole graph
     crashes the trial process; each node is then asked alone, and the model matches
-    onnxruntime."""
+    onnxruntime. The first QuantizeLinear, which only a DequantizeLinear reads, runs on
+    OpenVINO; the requantization of the Concat does not."""
     nodes = [
         node("Concat", ["x", "x"], "c", axis=1),
         node("QuantizeLinear", ["c", "s", "z"], "q"),
@@ -474,7 +511,7 @@ def test_a_graph_whose_query_crashes_openvino_is_asked_node_by_node(tmp_path: Pa
         "print(sorted(n for p in report.plan.partitions for n in p.nodes))\n",
         tmp_path,
     )
-    assert out.split("\n")[0] == "['c', 'd', 'd2', 'y']"
+    assert out.split("\n")[0] == "['c', 'd', 'd2', 'q', 'y']"
     kept = [p.read_text() for p in (tmp_path / "trials").iterdir()]
     assert "OpenVINO querying it crashed a trial process (SIGSEGV)" in kept
 
