@@ -177,6 +177,7 @@ def compare(
 
     ``progress`` and ``registry`` are passed to ``byoc.compile``.
     """
+    given = set(inputs or {})
     cfg, compiled, inputs, reference = with_reference(
         model, config, inputs, progress, registry=registry
     )
@@ -189,7 +190,23 @@ def compare(
             raise
         except Exception:
             pass
-        raise ModelError(f"onnxruntime (the reference) failed on these inputs: {exc}") from None
+        made = [  # random indices, shapes, divisors...: what onnxruntime fails on
+            n
+            for n in inputs
+            if n not in given
+            and n not in cfg.compare["inputs"]
+            and np.asarray(inputs[n]).dtype.kind in "iub"
+        ]
+        advice = (
+            f"; byoc made {', '.join(map(repr, made))} at random, which the model may not "
+            "take: give valid values with --input NAME=FILE.npy (inputs=) or the config's "
+            "[compare] inputs"
+            if made
+            else ""
+        )
+        raise ModelError(
+            f"onnxruntime (the reference) failed on these inputs: {exc}{advice}"
+        ) from None
     got = compiled.run(inputs)
     want = dict(zip(compiled.outputs, results, strict=True))
     rtol = cfg.compare["rtol"] if rtol is None else rtol

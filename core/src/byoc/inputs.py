@@ -150,10 +150,14 @@ _PASS_VALUES = {
     "Identity", "Cast", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Expand", "Slice",
     "Transpose", "Tile", "Concat", "Split", "Gather", "GatherElements",
 }  # fmt: skip
+_ND = "(nd)"  # an index tuple: the smallest of the data dims it indexes (_axis_size)
 # (op, input index) -> (the input of the table it indexes, the axis attribute or axis)
 _INDEXES: dict[tuple[str, int], tuple[int, int | str]] = {
     ("Gather", 1): (0, "axis"),
     ("GatherElements", 1): (0, "axis"),
+    ("ScatterElements", 1): (0, "axis"),  # index_add and scatter_reduce of graph nets
+    ("GatherND", 1): (0, _ND),  # the last dim of the indices indexes that many data dims
+    ("ScatterND", 1): (0, _ND),
     ("EmbedLayerNormalization", 0): (2, 0),  # onnxruntime's fused BERT embedding
     ("EmbedLayerNormalization", 1): (3, 0),
 }
@@ -166,10 +170,10 @@ _MASKS = {"Where", "Not", "And", "Or", "Xor", "Equal", "Less", "Greater", "LessO
 
 def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
     """``[low, high)`` for integer inputs whose meaning the graph gives away: an input that
-    reaches a Gather's indices (through reshapes, casts, slices...) indexes the smallest
-    gathered axis it reaches; else one that divides (Div, Mod) is never 0; else one that
-    reaches a cast, a comparison, Where or logic is a mask (0 or 1). Inputs of other uses are
-    not listed."""
+    reaches a Gather's indices (through reshapes, casts, slices...), a ScatterElements' or
+    the index tuples of a GatherND or ScatterND indexes the smallest axis it reaches; else
+    one that divides (Div, Mod) is never 0; else one that reaches a cast, a comparison, Where
+    or logic is a mask (0 or 1). Inputs of other uses are not listed."""
     out: dict[str, tuple[int, int]] = {}
     for name in graph.inputs:
         t = graph.type_of(name)
@@ -210,6 +214,15 @@ def _axis_size(graph: Graph, node: Any, table: int, axis: int | str) -> int | No
     t = graph.type_of(node.input[table])
     if t is None or t.shape is None:
         return None
+    if axis == _ND:  # GatherND's and ScatterND's index tuples, after batch_dims
+        index = graph.type_of(node.input[1])
+        width = index.shape[-1] if index is not None and index.shape else None
+        first = next((a.i for a in node.attribute if a.name == "batch_dims"), 0)
+        if not isinstance(width, int) or not 0 < width <= len(t.shape) - first:
+            return None
+        sizes = t.shape[first : first + width]
+        known = [d for d in sizes if isinstance(d, int) and d > 0]
+        return min(known) if len(known) == len(sizes) else None
     if isinstance(axis, str):
         axis = next((a.i for a in node.attribute if a.name == axis), 0)
     if not -len(t.shape) <= axis < len(t.shape):

@@ -198,6 +198,45 @@ def test_a_random_integer_divisor_is_never_zero():
     byoc.compare(m, {"backends": []})  # onnxruntime runs on them
 
 
+def test_random_indices_of_scatters_and_nd_gathers_stay_inside_the_data():
+    """A graph net's edge indices go to ScatterElements (index_add, scatter_reduce) and
+    GatherND or ScatterND take index tuples: random ones of [0, 10) fell outside a 3-node
+    graph, and onnxruntime failed ("indices element out of data bounds")."""
+    m = make_model(
+        [
+            node("ScatterElements", ["h", "edges", "msg"], "agg", axis=0, reduction="add"),
+            node("GatherND", ["agg", "pairs"], "picked"),
+            node("ScatterND", ["agg", "pairs", "upd"], "y"),
+        ],
+        {
+            "h": [3, 4],
+            "edges": (np.int64, [6, 4]),
+            "msg": [6, 4],
+            "pairs": (np.int64, [5, 2]),
+            "upd": [5],
+        },
+        ["picked", "y"],
+    )
+    inputs = byoc.random_inputs(m, seed=1)
+    assert inputs["edges"].max() < 3 and inputs["pairs"].max() < 3  # both dims: 3 and 4
+    byoc.compare(m, {"backends": []}, inputs)  # onnxruntime runs on them
+
+
+def test_random_inputs_onnxruntime_fails_on_are_named_with_what_to_do():
+    """A Reshape whose shape is a model input: random values cannot be a valid shape, and the
+    error says which inputs byoc made (the integer ones) and how to give valid ones."""
+    m = make_model(
+        [node("Reshape", ["x", "shape"], "y")],
+        {"x": [2, 6], "shape": (np.int64, [2])},
+        ["y"],
+    )
+    with pytest.raises(byoc.ModelError, match=r"byoc made 'shape' at random.*--input NAME=FILE"):
+        byoc.compare(m, {"backends": []})
+    with pytest.raises(byoc.ModelError) as given:  # the user's own: no advice
+        byoc.compare(m, {"backends": []}, {"shape": np.array([5, 5])})
+    assert "at random" not in str(given.value)
+
+
 def test_a_saved_model_keeps_its_input_ranges_for_run_without_inputs(tmp_path):
     path = byoc.compile(embedding(), {"backends": []}).save(tmp_path / "e.byoc")
     loaded = byoc.load(path)
