@@ -420,3 +420,16 @@ def test_run_saves_outputs_whose_file_names_would_meet_apart(tmp_path):
     assert "(saved as y_0.npy)" in done.stdout and "(saved as y_0_2.npy)" in done.stdout
     np.testing.assert_array_equal(np.load(out / "y_0.npy"), [0.0, 2.0])
     np.testing.assert_array_equal(np.load(out / "y_0_2.npy"), [1.0, -2.0])
+
+
+def test_an_input_whose_name_holds_an_equals_sign_is_given_by_file(tmp_path):
+    """--input NAME=FILE splits where the rest is a file: an exporter's input "x=1" (its
+    file was read as "1=/path", which does not exist)."""
+    from byoc.cli import main
+
+    onnx.save(make_model([node("Relu", ["x=1"], "y")], {"x=1": [2, 3]}, ["y"]), tmp_path / "m.onnx")
+    x = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    argv = ["run", str(tmp_path / "m.onnx"), "--input", f"x=1={tmp_path / 'x.npy'}"]
+    assert main([*argv, "-o", str(tmp_path / "out")]) == 0
+    assert np.array_equal(np.load(tmp_path / "out" / "y.npy"), np.maximum(x, 0))

@@ -32,6 +32,10 @@ def _inputs(pairs: Sequence[str] | None) -> dict[str, np.ndarray] | None:
     out = {}
     for pair in pairs:
         name, sep, path = pair.partition("=")
+        # an input name may hold "=" too ("x=1" from an exporter): the split at which the
+        # rest is a file
+        splits = [(pair[:i], pair[i + 1 :]) for i, c in enumerate(pair) if c == "="]
+        name, path = next(((n, p) for n, p in splits if n and os.path.isfile(p)), (name, path))
         if not sep or not name or not path:
             raise InputError(f"--input takes NAME=FILE.npy, got {pair!r}")
         try:
