@@ -309,6 +309,27 @@ def test_a_second_compile_reuses_the_search(install, fake_clock, monkeypatch):
     assert searched == [1, 1]
 
 
+def test_running_low_on_memory_in_the_search_keeps_the_checked_plan(
+    install, fake_clock, monkeypatch
+):
+    """The search runs each backend's own plan of the model on onnxruntime; where the machine
+    runs low on memory meanwhile, the plan checked before the search stays (it went all to
+    onnxruntime), and one line says so."""
+    install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
+    anew = placement.Placer._search_anew
+
+    def short_of_memory(*args):
+        monkeypatch.setattr(host, "available_memory", lambda: 1 << 30)  # 1 GB left
+        return anew(*args)
+
+    monkeypatch.setattr(placement.Placer, "_search_anew", short_of_memory)
+    said = r"search for faster partitions stopped \(the machine ran low on memory.*stays"
+    with pytest.warns(UserWarning, match=said):
+        compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
+    assert backends_of(compiled) == ["first", "onnxruntime"]
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
 def test_a_search_other_processes_disturbed_is_not_cached(install, fake_clock, monkeypatch):
     """The candidate that would win is timed while other processes take the CPUs: the
     priority plan stays, and the next compile, quiet, searches again and takes it."""

@@ -223,7 +223,7 @@ class Placer:
         verdicts: dict[str, Measurement] = {}  # by key: each partition once, first verdict
         try:
             self._settle(feeds, verdicts)
-            if self.measured_mode and self._search(feeds, verdicts):
+            if self.measured_mode and self._search_or_stay(feeds, verdicts):
                 self._settle(feeds, verdicts)
             for key, m in self.shown.items():  # a cached search's candidates, for explain
                 verdicts.setdefault(key, m)
@@ -295,6 +295,20 @@ class Placer:
                     if m.failure is None:
                         self.slower.setdefault(node, set()).add(m.backend)
             self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
+
+    def _search_or_stay(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
+        """``_search``; where it cannot finish (the machine runs low on memory while it runs
+        the candidates' plans), the plan settled before it stays, every partition of it
+        checked, and one line says so. The search changes the plan only when it finishes."""
+        try:
+            return self._search(feeds, verdicts)
+        except _Unrunnable as exc:
+            warnings.warn(
+                f"measured placement: the search for faster partitions stopped ({exc}); the "
+                "plan checked before it stays",
+                stacklevel=4,
+            )
+            return False
 
     def _search(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
         """Candidates from every backend: each one partitions the whole graph on its own, and
