@@ -25,6 +25,7 @@ _NO_GAIN = frozenset(
     | {"Resize", "Slice", "Split", "Upsample"}
 )
 _FIRST_ONLY = frozenset({"Pad", "Resize", "Slice", "Split", "Upsample"})
+_QUANTIZERS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear"})  # output 0: integers
 # Ops whose result is folded to a constant when every input is constant ("int8 behind Cast").
 _FOLDABLE = frozenset(
     {
@@ -432,14 +433,18 @@ class Graph:
         it through ops that do not amplify a difference (``_NO_GAIN``: a copy, a maximum or
         a convex combination of their inputs): a tie there moves a value one step, and
         neither that op nor the next quantization makes the move larger than that. 0 when
-        no DequantizeLinear writes it."""
+        no DequantizeLinear writes it. The integers a QuantizeLinear writes move by steps of
+        one (``_steps``)."""
         seen = {} if seen is None else seen
         if name in seen:
             return seen[name]
         seen[name] = 0.0  # a cycle (none in a valid graph) carries nothing
-        node = self._producer_node(name)
+        value, node = name, self._producer_node(name)
         while node is not None and node.op_type in MOVES and node.input:
-            node = self._producer_node(node.input[0])
+            value, node = node.input[0], self._producer_node(node.input[0])
+        if node is not None and node.op_type in _QUANTIZERS and node.output[0] == value:
+            seen[name] = self._steps(node, seen)
+            return seen[name]
         if node is None or node.op_type != "DequantizeLinear":
             return 0.0
         scale = self.constant(node.input[1]) if len(node.input) > 1 else None
@@ -451,6 +456,17 @@ class Graph:
             step += self._carried(quantize.input[0], seen)
         seen[name] = step
         return step
+
+    def _steps(self, node: onnx.NodeProto, seen: dict[str, float]) -> float:
+        """How many steps ties may move the integers a QuantizeLinear (or a
+        DynamicQuantizeLinear) writes, read at a partition's or the model's end: one, plus
+        the quantum its input carries over its scale (a dynamic one's: one)."""
+        scale = self.constant(node.input[1]) if len(node.input) > 1 else None
+        if scale is None or not scale.size:
+            return 1.0
+        step = float(np.min(np.abs(scale.astype(np.float64))))
+        carried = self._carried(node.input[0], seen)
+        return 1.0 + (carried / step if step > 0 and math.isfinite(carried / step) else 0.0)
 
     def _carried(self, name: str, seen: dict[str, float], depth: int = 0) -> float:
         """The quantum ``name`` carries: a DequantizeLinear's (``quantum``), or the largest
