@@ -407,8 +407,9 @@ def test_compare_blames_the_model_when_onnxruntime_fails_on_the_inputs(tmp_path)
 
 
 def test_run_saves_outputs_whose_file_names_would_meet_apart(tmp_path):
-    """tf2onnx names outputs 'y:0': its file is y_0.npy, which an output named 'y_0' would
-    have overwritten, silently. The second is numbered, and run says where each went."""
+    """tf2onnx names outputs 'y:0': its file would be y_0.npy, which an output named 'y_0'
+    would have overwritten, silently. 'y_0' keeps y_0.npy (a script reading <name>.npy gets
+    it), 'y:0' is numbered, and run says where it went."""
     nodes = [node("Relu", ["x"], "y:0"), node("Neg", ["x"], "y_0")]
     model = make_model(nodes, {"x": [2]}, ["y:0", "y_0"])
     path = tmp_path / "m.onnx"
@@ -417,9 +418,10 @@ def test_run_saves_outputs_whose_file_names_would_meet_apart(tmp_path):
     out = tmp_path / "out"
     done = byoc_cli("run", path, "--input", f"x={tmp_path / 'x.npy'}", "-o", out)
     assert done.returncode == 0, done.stderr
-    assert "(saved as y_0.npy)" in done.stdout and "(saved as y_0_2.npy)" in done.stdout
-    np.testing.assert_array_equal(np.load(out / "y_0.npy"), [0.0, 2.0])
-    np.testing.assert_array_equal(np.load(out / "y_0_2.npy"), [1.0, -2.0])
+    assert "y:0: float32[2] min 0 max 2 mean 1 (saved as y_0_2.npy)" in done.stdout
+    assert "y_0: float32[2] min -2 max 1 mean -0.5\n" in done.stdout
+    np.testing.assert_array_equal(np.load(out / "y_0.npy"), [1.0, -2.0])
+    np.testing.assert_array_equal(np.load(out / "y_0_2.npy"), [0.0, 2.0])
 
 
 def test_an_input_whose_name_holds_an_equals_sign_is_given_by_file(tmp_path):
@@ -433,3 +435,43 @@ def test_an_input_whose_name_holds_an_equals_sign_is_given_by_file(tmp_path):
     argv = ["run", str(tmp_path / "m.onnx"), "--input", f"x=1={tmp_path / 'x.npy'}"]
     assert main([*argv, "-o", str(tmp_path / "out")]) == 0
     assert np.array_equal(np.load(tmp_path / "out" / "y.npy"), np.maximum(x, 0))
+
+
+def test_a_string_input_saved_as_an_object_array_says_how_to_save_it(tmp_path, capsys):
+    """np.save of a list of str gives an object array, which --input does not unpickle (a
+    file is data): the error says to save a unicode array, which works."""
+    from byoc.cli import main
+
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [node("Identity", ["s"], "y")],
+        "strings",
+        [helper.make_tensor_value_info("s", onnx.TensorProto.STRING, [2])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.STRING, [2])],
+    )
+    onnx.save(helper.make_model(graph), tmp_path / "m.onnx")
+    np.save(tmp_path / "obj.npy", np.array(["a", "bc"], dtype=object), allow_pickle=True)
+    np.save(tmp_path / "u.npy", np.array(["a", "bc"]))
+    model = str(tmp_path / "m.onnx")
+    assert main(["run", model, "--input", f"s={tmp_path / 'obj.npy'}"]) == 2
+    assert "np.save(f, np.asarray(values, dtype=str))" in capsys.readouterr().err
+    assert main(["run", model, "--input", f"s={tmp_path / 'u.npy'}"]) == 0
+
+
+def test_onnxs_domain_spelt_ai_onnx_is_read_as_the_default_one(tmp_path):
+    """An exporter may import ONNX's own domain as "ai.onnx" (onnxruntime takes it): the ONNX
+    checker refused it ("No opset import for domain ''"), with no way forward."""
+    import byoc
+
+    model = make_model([node("Relu", ["x"], "y")], {"x": [2, 3]}, ["y"])
+    model.opset_import[0].domain = "ai.onnx"
+    model.graph.node[0].domain = "ai.onnx"
+    report = byoc.compare(
+        model,
+        {
+            "backends": ["examplejson"],
+            "compile": {"placement": "static"},
+            "backend": {"examplejson": {"min_partition_nodes": 1}},
+        },
+    )
+    assert report.passed and report.backends_ran()

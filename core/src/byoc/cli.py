@@ -20,6 +20,8 @@ from byoc.config import allowed_values, describe
 from byoc.errors import ByocError, InputError, ModelError
 from byoc.export import is_artifact
 from byoc.graph import Graph, dtype_name
+from byoc.inputs import made_at_random
+from byoc.plan import FALLBACK
 from byoc.plugins import registry
 from byoc.progress import TerminalProgress
 
@@ -41,7 +43,13 @@ def _inputs(pairs: Sequence[str] | None) -> dict[str, np.ndarray] | None:
         try:
             out[name] = np.load(path, allow_pickle=False)
         except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty file
-            raise InputError(f"cannot read input '{name}' from {path}: {exc}") from None
+            hint = (
+                " (a file is data: byoc does not unpickle it); save strings as a unicode "
+                "array: np.save(f, np.asarray(values, dtype=str))"
+                if "Object arrays" in str(exc)
+                else ""
+            )
+            raise InputError(f"cannot read input '{name}' from {path}: {exc}{hint}") from None
     return out
 
 
@@ -216,6 +224,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with _progress(args) as progress:  # measured on the inputs given, if any
             compiled = byoc.compile(args.model, cfg, inputs=inputs, progress=progress)
     signature = Graph(compiled.plan.model) if compiled.plan is not None else compiled.inputs
+    given = set(inputs or {})
     inputs = byoc.random_inputs(  # those not given
         signature,
         cfg.shapes,
@@ -224,7 +233,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         compiled.input_ranges,
         given=inputs,
     )
-    outputs = compiled.run(inputs)
+    try:
+        outputs = compiled.run(inputs)
+    except (ByocError, RuntimeError) as exc:  # onnxruntime's own failures are RuntimeErrors
+        advice = made_at_random(inputs, given, cfg.compare["inputs"])
+        if not advice or isinstance(exc, InputError):
+            raise
+        raise ByocError(f"{exc}{advice}") from None
     if args.output:
         os.makedirs(args.output, exist_ok=True)
     stems = _file_stems(list(outputs))
@@ -240,18 +255,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 def _file_stems(names: list[str]) -> dict[str, str]:
     """Each output's file name without its extension: the name with characters other than
     letters, digits, '.', '_' and '-' as '_', numbered where two would meet (tf2onnx's 'y:0'
-    and a 'y_0'; case aside, for file systems that ignore it)."""
+    and a 'y_0'; case aside, for file systems that ignore it). A name that is a file name
+    already keeps it: 'y_0' is y_0.npy, and 'y:0' is y_0_2.npy, whatever their order."""
+    bases = {n: "".join(c if c.isalnum() or c in "._-" else "_" for c in n) for n in names}
     stems: dict[str, str] = {}
     taken: set[str] = set()
-    for name in names:
-        base = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
-        stem, k = base, 1
+    for name in sorted(names, key=lambda n: bases[n] != n):  # the unchanged first
+        stem, k = bases[name], 1
         while stem.lower() in taken:
             k += 1
-            stem = f"{base}_{k}"
+            stem = f"{bases[name]}_{k}"
         taken.add(stem.lower())
         stems[name] = stem
-    return stems
+    return {n: stems[n] for n in names}
 
 
 def _summary(value: Any) -> str:
@@ -311,7 +327,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
           f"{info['byoc_version']}, {info['bytes'] / 1024:.1f} KiB")  # fmt: skip
     for b in info["backends"]:
         here = b["installed"] or "not installed"
-        print(f"  backend {b['name']} ({b['distribution']} {b['version']}; here: {here})")
+        # the fallback is byoc's own, its version onnxruntime's
+        made = "onnxruntime" if b["name"] == FALLBACK else b["distribution"]
+        print(f"  backend {b['name']} ({made} {b['version']}; here: {here})")
     for u in info["units"]:
         print(f"  unit {u['name']} on {u['backend']}: {u['size'] / 1024:.1f} KiB")
     stamp = info["stamp"]

@@ -16,7 +16,7 @@ from byoc.config import Config, load_config
 from byoc.context import ConfigLike
 from byoc.errors import InputError, ModelError
 from byoc.graph import Graph
-from byoc.inputs import random_inputs
+from byoc.inputs import made_at_random, random_inputs
 from byoc.pipeline import ModelLike
 from byoc.plan import FALLBACK
 from byoc.plugins import Registry
@@ -190,20 +190,7 @@ def compare(
             raise
         except Exception:
             pass
-        made = [  # random indices, shapes, divisors...: what onnxruntime fails on
-            n
-            for n in inputs
-            if n not in given
-            and n not in cfg.compare["inputs"]
-            and np.asarray(inputs[n]).dtype.kind in "iub"
-        ]
-        advice = (
-            f"; byoc made {', '.join(map(repr, made))} at random, which the model may not "
-            "take: give valid values with --input NAME=FILE.npy (inputs=) or the config's "
-            "[compare] inputs"
-            if made
-            else ""
-        )
+        advice = made_at_random(inputs, given, cfg.compare["inputs"])
         raise ModelError(
             f"onnxruntime (the reference) failed on these inputs: {exc}{advice}"
         ) from None

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 import numpy as np
@@ -108,6 +108,25 @@ def random_inputs(
     return out
 
 
+def made_at_random(
+    inputs: Mapping[str, Any], given: Collection[str], fixed: Mapping[str, Any]
+) -> str:
+    """What to add to onnxruntime's error on inputs byoc made: ``; byoc made 'shape' at
+    random, ...`` naming the integer ones not ``given`` nor ``fixed`` ([compare] inputs):
+    indices, shapes and divisors are what onnxruntime fails on. "" when there are none."""
+    made = [
+        n
+        for n, v in inputs.items()
+        if n not in given and n not in fixed and np.asarray(v).dtype.kind in "iub"
+    ]
+    if not made:
+        return ""
+    return (
+        f"; byoc made {', '.join(map(repr, made))} at random, which the model may not take: "
+        "give valid values with --input NAME=FILE.npy (inputs=) or the config's [compare] inputs"
+    )
+
+
 def _symbol_sizes(
     types: Mapping[str, TensorType | None], given: Mapping[str, Any]
 ) -> dict[Any, int]:
@@ -172,6 +191,7 @@ def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
     """``[low, high)`` for integer inputs whose meaning the graph gives away: an input that
     reaches a Gather's indices (through reshapes, casts, slices...), a ScatterElements' or
     the index tuples of a GatherND or ScatterND indexes the smallest axis it reaches; else
+    one that is TopK's K is 1 to the size of its axis (0 returns nothing to compare); else
     one that divides (Div, Mod) is never 0; else one that reaches a cast, a comparison, Where
     or logic is a mask (0 or 1). Inputs of other uses are not listed."""
     out: dict[str, tuple[int, int]] = {}
@@ -179,7 +199,8 @@ def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
         t = graph.type_of(name)
         if t is None or t.dtype is None or t.dtype.kind not in "iu":
             continue
-        bound, mask, divisor, seen, todo = None, False, False, {name}, [name]
+        bound, count, mask, divisor = None, None, False, False
+        seen, todo = {name}, [name]
         while todo:
             value = todo.pop()
             for i in graph.consumers.get(value, ()):
@@ -191,6 +212,11 @@ def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
                         size = _axis_size(graph, node, table, axis)
                         if size:
                             bound = size if bound is None else min(bound, size)
+                    if (node.op_type, k) == ("TopK", 1):  # K: 1 to the axis' size
+                        axis = next((a.i for a in node.attribute if a.name == "axis"), -1)
+                        size = _axis_size(graph, node, 0, axis)
+                        if size:
+                            count = size if count is None else min(count, size)
                 mask = mask or node.op_type in _MASKS
                 divisor = divisor or any((node.op_type, k) in _DIVISORS for k in slots)
                 if node.op_type in _PASS_VALUES and 0 in slots:
@@ -200,6 +226,8 @@ def value_ranges(graph: Graph) -> dict[str, tuple[int, int]]:
                             todo.append(out_name)
         if bound is not None:
             out[name] = (0, bound)
+        elif count is not None:
+            out[name] = (1, count + 1)
         elif divisor:
             out[name] = (1, 10)
         elif mask:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -61,10 +62,34 @@ def read_model(model: str | os.PathLike[str] | bytes | onnx.ModelProto) -> onnx.
     if not proto.graph.node and not proto.graph.output:
         raise ModelError("the model has an empty graph (no nodes, no outputs)")
     _check_size(proto)
+    _default_domain(proto)
     _name_nodes(proto.graph)
     _check_names(proto.graph)
     _toposort(proto.graph)
     return proto
+
+
+def _default_domain(proto: onnx.ModelProto) -> None:
+    """ONNX's own domain spelt "ai.onnx" (onnxruntime takes it) as "", which the ONNX checker
+    and byoc's backends know it by: in the opset imports, where "" is not imported too, and in
+    the nodes of every graph and function."""
+    if any(i.domain == "" for i in proto.opset_import):
+        return
+    renamed = False
+    for owner in (proto, *proto.functions):
+        for imp in owner.opset_import:
+            if imp.domain == "ai.onnx" and not any(i.domain == "" for i in owner.opset_import):
+                imp.domain, renamed = "", True
+    if not renamed:
+        return
+    graphs: list[Any] = [proto.graph, *proto.functions]
+    while graphs:
+        g = graphs.pop()
+        for node in g.node:
+            if node.domain == "ai.onnx":
+                node.domain = ""
+            for a in node.attribute:
+                graphs.extend([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs)
 
 
 MAX_WEIGHT_BYTES = 1 << 31  # protobuf's limit on one message, which byoc passes models in

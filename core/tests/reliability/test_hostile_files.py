@@ -14,12 +14,13 @@ from pathlib import Path
 
 import byoc
 import numpy as np
+import onnxruntime as ort
 import pytest
 from byoc import native
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from .helpers import available_backends, compile_on
+from .helpers import available_backends, compile_on, mixed_model
 
 pytestmark = pytest.mark.skipif(
     "ccompiler" not in available_backends(), reason="ccompiler not available"
@@ -230,3 +231,12 @@ def test_inspect_tells_what_a_file_holds_without_loading_it(good, tmp_path):
     assert {b["name"] for b in info["backends"]} >= {"ccompiler"}
     assert info["stamp"]["host"] == native.host_tag()
     assert "trust_native" in info["native_code"]
+    plain = byoc.compile(mixed_model(), {"backends": []}).save(tmp_path / "plain.byoc")
+    text = subprocess.run(
+        [sys.executable, "-m", "byoc.cli", "inspect", str(plain)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout
+    ort_version = ort.__version__  # the fallback's version, not byoc's
+    assert f"backend onnxruntime (onnxruntime {ort_version}; here: {ort_version})" in text

@@ -222,7 +222,21 @@ def test_random_indices_of_scatters_and_nd_gathers_stay_inside_the_data():
     byoc.compare(m, {"backends": []}, inputs)  # onnxruntime runs on them
 
 
-def test_random_inputs_onnxruntime_fails_on_are_named_with_what_to_do():
+def test_a_random_k_of_top_k_takes_at_least_one():
+    """TopK's K as a model input: a random K of 0 returned empty outputs, and compare passed
+    having compared nothing. K is 1 to the size of the axis."""
+    m = make_model(
+        [node("TopK", ["x", "k"], ["v", "i"], axis=1)],
+        {"x": [3, 5], "k": (np.int64, [1])},
+        ["v", "i"],
+    )
+    ks = [int(byoc.random_inputs(m, seed=s)["k"][0]) for s in range(20)]
+    assert min(ks) >= 1 and max(ks) <= 5
+    report = byoc.compare(m, {"backends": []})
+    assert report.passed and all(o.shape[1] >= 1 for o in report.outputs)
+
+
+def test_random_inputs_onnxruntime_fails_on_are_named_with_what_to_do(tmp_path, capsys):
     """A Reshape whose shape is a model input: random values cannot be a valid shape, and the
     error says which inputs byoc made (the integer ones) and how to give valid ones."""
     m = make_model(
@@ -235,6 +249,9 @@ def test_random_inputs_onnxruntime_fails_on_are_named_with_what_to_do():
     with pytest.raises(byoc.ModelError) as given:  # the user's own: no advice
         byoc.compare(m, {"backends": []}, {"shape": np.array([5, 5])})
     assert "at random" not in str(given.value)
+    path = byoc.compile(m, {"backends": []}).save(tmp_path / "m.byoc")  # run says so too
+    assert main(["run", str(path)]) == 2
+    assert "byoc made 'shape' at random" in capsys.readouterr().err
 
 
 def test_a_saved_model_keeps_its_input_ranges_for_run_without_inputs(tmp_path):

@@ -295,3 +295,19 @@ def test_group_norm_that_does_not_fit_its_channels_is_refused(case: str) -> None
     decision = plan.decisions[plan.model.graph.node[1].name]
     assert decision.backend == "onnxruntime"
     assert words in str(decision.refusals), decision.refusals
+
+
+def test_batchnorm_per_activation_of_opset_7_is_refused_with_reason() -> None:
+    """Opset 7's BatchNormalization with spatial = 0 keeps statistics per activation (C, H, W),
+    not per channel: dnnl claimed it and failed at compile ("operands could not be broadcast
+    together"), an internal error on a model onnxruntime runs. It is refused, and the model
+    runs on onnxruntime."""
+    nodes, consts = conv_stem()
+    nodes.append(node("BatchNormalization", ["h", "s", "bb", "m", "v"], "y", spatial=0))
+    shape = (8, 10, 12)
+    consts |= {"s": rand(*shape), "bb": rand(*shape), "m": rand(*shape)}
+    consts["v"] = np.abs(rand(*shape)) + 0.5
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y"], consts, opset=7)
+    report = byoc.compare(model, {**DNNL, "compile": {"placement": "static"}})
+    assert report.passed, report.table()
+    assert "per channel (1-D), not per activation" in str(report.plan.decisions["y"].refusals)

@@ -317,3 +317,23 @@ def test_helper_attribute_tensors_are_lists():
     )
     report = assert_matches_onnxruntime(model, ALL)
     assert "const 1 shape: 2 dtype: float32" in codegen(report.plan.partitions[0])
+
+
+@pytest.mark.parametrize("spatial", [1, 0])
+def test_batchnorm_of_opset_7_runs_per_channel_and_refuses_per_activation(spatial):
+    """Opset 7's BatchNormalization may spell out spatial = 1 (per channel, as later opsets):
+    it runs (the attribute crashed the kernel: "unexpected keyword argument 'spatial'");
+    spatial = 0 keeps statistics per activation, and is refused with the reason."""
+    rng = np.random.default_rng(0)
+    shape = (4,) if spatial else (4, 5, 5)
+    consts = {k: rng.standard_normal(shape).astype(np.float32) for k in ("s", "b", "m")}
+    consts["v"] = np.abs(consts["m"]) + 0.5
+    nodes = [node("BatchNormalization", ["x", "s", "b", "m", "v"], "y", spatial=spatial)]
+    model = make_model(nodes, {"x": [2, 4, 5, 5]}, ["y"], consts, opset=7)
+    config = {"backends": ["examplejson"], "compile": {"placement": "static"}}
+    config["backend"] = {"examplejson": {"min_partition_nodes": 1}}
+    report = byoc.compare(model, config)
+    assert report.passed, report.table()
+    assert report.backends_ran() == bool(spatial)
+    if not spatial:
+        assert "spatial=0" in str(report.plan.decisions["y"].refusals)

@@ -1293,3 +1293,27 @@ def test_int64_arrays_of_either_numpy_type_number() -> None:
         pytest.skip("numpy has one int64 type here")  # Windows: long is 32 bits
     report = assert_matches_onnxruntime(model, config(), {"i": ids})
     assert [p.backend for p in report.plan.partitions] == ["openvino"]
+
+
+def test_a_model_of_ir_3_saved_and_loaded_runs(tmp_path: Path) -> None:
+    """Old exporters (IR 3) list the weights among the graph inputs too, as IR 3 wants; a
+    partition's weights are no inputs, so a partition kept IR 3 was invalid ONNX, and the
+    .byoc file byoc had just written was refused as damaged on load. Partitions are IR 4."""
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]), node("Relu", ["c"], "y")],
+        "ir3",
+        [
+            helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8]),
+            helper.make_tensor_value_info("w", onnx.TensorProto.FLOAT, [4, 3, 3, 3]),
+        ],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8, 8])],
+        [onnx.numpy_helper.from_array(w, "w")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 7)], ir_version=3)
+    path = byoc.compile(model, config()).save(tmp_path / "m.byoc")
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    got = byoc.load(path).run({"x": x})["y"]
+    np.testing.assert_allclose(got, _onnxruntime(model, {"x": x})["y"], rtol=1e-4, atol=1e-4)

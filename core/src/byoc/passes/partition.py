@@ -191,7 +191,9 @@ def _model(
     src = graph.model
     infos = {v.name: v for v in [*src.graph.input, *src.graph.value_info, *src.graph.output]}
     infos.update(declared)
-    model = onnx.ModelProto(ir_version=src.ir_version, producer_name="byoc")
+    # IR 3 wants every initializer listed as a graph input too (old exporters' weights); a
+    # partition's constants are not, which IR 4 allows
+    model = onnx.ModelProto(ir_version=max(src.ir_version, 4), producer_name="byoc")
     model.opset_import.extend(src.opset_import)
     model.functions.extend(src.functions)
     g = model.graph  # filled in place: make_model would copy the weights once more

@@ -180,6 +180,7 @@ def _batch_norm(
     epsilon: float = 1e-5,
     momentum: float = 0.9,
     training_mode: int = 0,
+    spatial: int = 1,  # opset 7-8; 0 is refused at annotation
 ) -> np.ndarray:
     shape = (1, -1) + (1,) * (x.ndim - 2)
     inv = scale / np.sqrt(var + np.asarray(epsilon, var.dtype))

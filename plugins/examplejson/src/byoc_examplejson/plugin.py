@@ -43,6 +43,8 @@ def _check(node: NodeView) -> str | None:
         attrs.get("training_mode") or len(node.outputs) > 1
     ):
         return "only inference-mode BatchNormalization with one output is supported"
+    if node.op_type == "BatchNormalization" and not attrs.get("spatial", 1):
+        return "BatchNormalization with spatial=0 (opset 7-8: per activation) is not supported"
     if node.op_type == "LayerNormalization" and len([o for o in node.outputs if o]) > 1:
         return "LayerNormalization with Mean/InvStdDev outputs is not supported"
     if node.op_type == "Cast":

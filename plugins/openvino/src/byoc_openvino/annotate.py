@@ -1143,7 +1143,7 @@ def single_node_model(node: NodeView) -> onnx.ModelProto:
     graph = helper.make_graph([node.proto], "alone", inputs, outputs, inits)
     source = node.graph.model
     model = helper.make_model(graph, opset_imports=list(source.opset_import))
-    model.ir_version = source.ir_version
+    model.ir_version = max(source.ir_version, 4)  # its constants are no inputs: not IR 3
     return model
 
 

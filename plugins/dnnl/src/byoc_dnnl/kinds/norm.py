@@ -22,8 +22,11 @@ from byoc_dnnl.lowering import Lowering
 def _batchnorm(node: NodeView) -> str | None:
     if node.attrs.get("training_mode", 0) or len([o for o in node.outputs if o]) > 1:
         return "only inference-mode BatchNormalization (one output) is supported"
-    if any(node.const(i) is None for i in range(1, 5)):
+    consts = [node.const(i) for i in range(1, 5)]
+    if any(c is None for c in consts):
         return "scale, bias, mean and var must be constants"
+    if any(c.ndim != 1 for c in consts if c is not None):  # opset 7-8's spatial = 0
+        return "scale, bias, mean and var must be per channel (1-D), not per activation"
     if rank_of(node) < 2:
         return "BatchNormalization needs rank >= 2"
     return None
