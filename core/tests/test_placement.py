@@ -330,6 +330,33 @@ def test_running_low_on_memory_in_the_search_keeps_the_checked_plan(
     np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
 
 
+def test_a_segment_of_a_search_plan_onnxruntime_cannot_load_keeps_the_checked_plan(
+    install, fake_clock, monkeypatch
+):
+    """A segment of a candidate plan that onnxruntime refuses is byoc's bug: the search stops,
+    the checked plan stays, and the one line asks for a report."""
+    install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
+    anew, made = placement.Placer._search_anew, placement.compile_unit
+
+    def refusing(reg, backend, unit, table):
+        if unit.backend == "onnxruntime":
+            raise byoc.BackendError(f"partition {unit.name}: creating the runtime failed: boom")
+        return made(reg, backend, unit, table)
+
+    def search(*args):
+        monkeypatch.setattr(placement, "compile_unit", refusing)
+        try:
+            return anew(*args)
+        finally:
+            monkeypatch.setattr(placement, "compile_unit", made)
+
+    monkeypatch.setattr(placement.Placer, "_search_anew", search)
+    said = r"search for faster partitions stopped \(onnxruntime cannot load .*boom \(a bug in byoc"
+    with pytest.warns(UserWarning, match=said):
+        compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
+    assert backends_of(compiled) == ["first", "onnxruntime"]
+
+
 def test_a_search_other_processes_disturbed_is_not_cached(install, fake_clock, monkeypatch):
     """The candidate that would win is timed while other processes take the CPUs: the
     priority plan stays, and the next compile, quiet, searches again and takes it."""

@@ -100,6 +100,8 @@ _STATIC_ADVICE = (
     '; set [compile] placement = "static" to keep the partitions unchecked, or free memory'
 )
 
+_REPORT = " (a bug in byoc: please report it with the model)"
+
 MEMORY_PER_WEIGHT_BYTE = 16  # measured placement's peak memory at most, per byte of weights
 MEMORY_BASE = 1 << 29  # and the libraries and buffers around them: 0.5 GB
 MEMORY_RESERVE = 1 << 31  # checking stops below 2 GiB available, or half of it at the start
@@ -298,14 +300,16 @@ class Placer:
 
     def _search_or_stay(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
         """``_search``; where it cannot finish (the machine runs low on memory while it runs
-        the candidates' plans), the plan settled before it stays, every partition of it
-        checked, and one line says so. The search changes the plan only when it finishes."""
+        the candidates' plans, or onnxruntime cannot load a segment of one: byoc's bug), the
+        plan settled before it stays, every partition of it checked, and one line says so. The
+        search changes the plan only when it finishes."""
         try:
             return self._search(feeds, verdicts)
         except _Unrunnable as exc:
+            report = exc.advice if exc.advice is _REPORT else ""
             warnings.warn(
-                f"measured placement: the search for faster partitions stopped ({exc}); the "
-                "plan checked before it stays",
+                f"measured placement: the search for faster partitions stopped ({exc}{report}); "
+                "the plan checked before it stays",
                 stacklevel=4,
             )
             return False
@@ -897,7 +901,7 @@ class Placer:
             except BackendError as exc:
                 raise _Unrunnable(
                     f"onnxruntime cannot load {unit.name}, which byoc made: {exc}",
-                    " (a bug in byoc: please report it with the model)",
+                    _REPORT,
                 ) from exc
             args = [env[n] for n in unit.inputs]
             try:
