@@ -17,15 +17,15 @@ X = np.linspace(-2, 2, 8, dtype=np.float32).reshape(2, 4)
 class Lossy:
     """A backend claiming Neg and Relu whose "rough" mode (its bf16) is ``error`` off."""
 
-    def __init__(self, error: float) -> None:
-        self.error = error
+    def __init__(self, error: float, offers: bool = True) -> None:
+        self.error, self.offers = error, offers
 
     @byoc.hookimpl
     def byoc_register_backends(self, register):
         register(
             "lossy",
             options={"mode": (str, "exact", "exact or rough", ("exact", "rough"))},
-            precisions={"bf16": {"mode": "rough"}},
+            precisions={"bf16": {"mode": "rough"}} if self.offers else {},
         )
 
     @byoc.hookimpl
@@ -62,9 +62,9 @@ class Runtime:
 def install(monkeypatch, tmp_path):
     monkeypatch.setattr(placement, "cache_root", lambda: tmp_path / "placement")
 
-    def install(error: float, bf16_cpu: bool = True) -> None:
+    def install(error: float, bf16_cpu: bool = True, offers: bool = True) -> None:
         reg = plugins.Registry(only=[])
-        reg._add(Lossy(error), "byoc-lossy-test", "0.0")
+        reg._add(Lossy(error, offers), "byoc-lossy-test", "0.0")
         monkeypatch.setattr(plugins, "_cache", {k: reg for k in (None, *plugins._cache)})
         flags = ("avx2", "avx512_bf16") if bf16_cpu else ("avx2",)
         cpu = host.Cpu("x86_64", "test cpu", flags, 2)
@@ -118,6 +118,17 @@ def test_a_cpu_without_bf16_says_so_and_computes_in_fp32(install):
     with pytest.warns(UserWarning, match="this CPU has neither AVX512_BF16 nor AMX"):
         compiled = byoc.compile(model(), CONFIG)
     assert compiled.steps[0].unit.options == {}
+
+
+def test_a_backend_without_bf16_on_this_cpu_says_so_and_computes_in_fp32(install):
+    install(error=0.004, offers=False)  # as dnnl where oneDNN has no bf16 path (no AMX)
+    compiled = byoc.compile(model(), CONFIG)
+    assert compiled.steps[0].unit.backend == "lossy" and compiled.steps[0].unit.options == {}
+    (m,) = compiled.plan.placement.measurements
+    assert (m.precision, m.precision_note) == ("fp32", "in fp32: lossy offers no bf16 on this CPU")
+    assert "in fp32: lossy offers no bf16 on this CPU" in explain_text(compiled.plan)
+    want = 1 / (1 + np.exp(-np.maximum(-X, 0)))
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], want, rtol=1e-6)
 
 
 def test_precision_error_compares_to_the_output_range():

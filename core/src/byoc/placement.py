@@ -633,8 +633,10 @@ class Placer:
         precision, note = "fp32", ""
         made: tuple[Any, Any] | None = None
         unit.options = self._reduced(unit)
+        wanted, tol = self.cfg.compile["precision"], self.cfg.compile["precision_tolerance"]
+        if not unit.options and wanted != "fp32" and host.cpu().has_bf16():
+            note = f"in fp32: {unit.backend} offers no {wanted} on this CPU"
         if unit.options:
-            wanted, tol = self.cfg.compile["precision"], self.cfg.compile["precision_tolerance"]
             made, failure, error = self._try(unit, key, trial, exact=False)
             if failure is None and error <= tol:
                 precision, note = wanted, f"in {wanted}: error {error:.2g} <= {tol:g}"

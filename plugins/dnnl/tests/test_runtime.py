@@ -9,6 +9,7 @@ import struct
 import byoc
 import numpy as np
 import pytest
+from byoc import host
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 from byoc_dnnl import plugin
@@ -24,6 +25,20 @@ def test_bf16_option_is_close_and_validated() -> None:
     assert_matches_onnxruntime(model, cfg, rtol=2e-2, atol=5e-2)
     with pytest.raises(byoc.ConfigError, match="fpmath"):
         byoc.compile(model, {"backends": ["dnnl"], "backend": {"dnnl": {"fpmath": "fp8"}}})
+
+
+@pytest.mark.parametrize(
+    ("flags", "offered"),
+    [
+        (("avx512f", "avx512_bf16"), {}),  # oneDNN 3.2 keeps its f32 kernels: no bf16 to guard
+        (("avx512_bf16", "amx_bf16", "amx_tile"), {"bf16": {"fpmath": "bf16"}}),
+    ],
+)
+def test_placement_is_offered_bf16_only_where_onednn_computes_in_it(
+    monkeypatch, flags, offered
+) -> None:
+    monkeypatch.setattr(host, "cpu", lambda: host.Cpu("x86_64", "test cpu", flags, 2))
+    assert plugin._precisions() == offered
 
 
 @pytest.fixture(scope="module")

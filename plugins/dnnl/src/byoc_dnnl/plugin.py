@@ -9,7 +9,7 @@ from typing import Any
 
 import byoc
 import numpy as np
-from byoc import ArtifactError, NodeView, Partition, native
+from byoc import ArtifactError, NodeView, Partition, host, native
 
 from byoc_dnnl import annotate, csource, kinds
 from byoc_dnnl import native as dnnl_native
@@ -30,6 +30,14 @@ CODEGEN = ("json", "c")
 
 def _available() -> str | None:
     return dnnl_native.unavailable_reason()
+
+
+def _precisions() -> dict[str, dict[str, Any]]:
+    """What ``[compile] precision`` maps onto on this CPU. oneDNN 3.2 lets an f32 convolution
+    or matmul compute in bfloat16 under ``fpmath = "bf16"`` only with AMX; with AVX512_BF16
+    alone it keeps its f32 kernels (AMD Zen 5: ``brg:avx512_core``, 7e-7 off fp32 on GPT-2, no
+    faster), so placement is offered no bf16 there."""
+    return {"bf16": {"fpmath": "bf16"}} if "amx_bf16" in host.cpu().flags else {}
 
 
 def _prune(nodes: list[NodeView]) -> str | None:
@@ -113,7 +121,8 @@ def byoc_register_backends(register: Any) -> None:
                 str,
                 "strict",
                 "strict: float32 math; bf16: let convolutions and "
-                "matmuls compute in bfloat16 (faster, less exact)",
+                "matmuls compute in bfloat16 (faster, less exact; oneDNN 3.2 does so only on "
+                "CPUs with AMX, elsewhere float32)",
                 FPMATH,
             ),
             "winograd": (
@@ -135,7 +144,7 @@ def byoc_register_backends(register: Any) -> None:
         priority=30,
         finite_only=True,  # oneDNN's Relu, Clip, max pooling and softmax drop NaN
         softmax_masks=True,  # but its binary add and softmax follow ONNX on -inf
-        precisions={"bf16": {"fpmath": "bf16"}},  # [compile] precision = "bf16"
+        precisions=_precisions(),  # [compile] precision = "bf16"
         exact={"winograd": False},  # a partition Winograd's rounding takes too far: direct
         prune=_prune,
         fallback_defaults={"allow_spinning": False},
