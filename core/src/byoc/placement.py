@@ -713,7 +713,8 @@ class Placer:
         wanted = self.cfg.compile["precision"]
         if wanted == "fp32" or not host.cpu().has_bf16():
             return {}
-        return dict(self.reg.backends[unit.backend].precisions.get(wanted, {}))
+        offered = self.reg.backends[unit.backend].precisions.get(wanted, {})
+        return dict(offered(unit) if callable(offered) else offered)
 
     def _run_once(self, unit: Partition, runtime: Any, trial: _Trial) -> str | None:
         """Why the partition's one run on the measurement inputs is not to be trusted, if it

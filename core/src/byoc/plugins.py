@@ -58,8 +58,12 @@ class Backend:
     # model's integer inputs (token ids, masks). Independent of [fallback] nonfinite_inputs.
     int_limit: int | None = None
     # Reduced precisions it offers ([compile] precision), as overrides of its options, e.g.
-    # dnnl's {"bf16": {"fpmath": "bf16"}}: placement tries each partition with them.
-    precisions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # openvino's {"bf16": {"precision": "bf16"}}, or a function of the partition giving them
+    # ({} where it offers none: dnnl's, by the CPU and the layers): placement tries each
+    # partition with them.
+    precisions: dict[str, dict[str, Any] | Callable[[Any], dict[str, Any]]] = field(
+        default_factory=dict
+    )
     # Options that make its fp32 kernels round as the direct algorithms do (dnnl's
     # {"winograd": False}): a partition whose outputs differ from onnxruntime's beyond the
     # tolerance is compiled once more with them before measured placement returns it.

@@ -8,12 +8,14 @@ import struct
 
 import byoc
 import numpy as np
+import onnx
 import pytest
-from byoc import host
+from byoc import host, placement
 from byoc.testing import assert_matches_onnxruntime
 from byoc.testing.build import make_model, node
 from byoc_dnnl import plugin
 from byoc_dnnl.codegen import Artifact
+from byoc_dnnl.plugin import FPMATH
 
 from .helpers import DNNL, MODES, assert_thread_safe, conv_stem, dnnl_step, rand, replace_graph
 
@@ -27,18 +29,54 @@ def test_bf16_option_is_close_and_validated() -> None:
         byoc.compile(model, {"backends": ["dnnl"], "backend": {"dnnl": {"fpmath": "fp8"}}})
 
 
+def _dense() -> onnx.ModelProto:
+    return make_model(
+        [node("MatMul", ["x", "w"], "m"), node("Relu", ["m"], "y")],
+        {"x": [4, 96]},
+        ["y"],
+        {"w": rand(96, 80)},
+    )
+
+
+def _conv() -> onnx.ModelProto:
+    nodes, consts = conv_stem(16)
+    return make_model([*nodes, node("Relu", ["h"], "y")], {"x": [1, 3, 10, 12]}, ["y"], consts)
+
+
 @pytest.mark.parametrize(
-    ("flags", "offered"),
+    ("flags", "model", "precision"),
     [
-        (("avx512f", "avx512_bf16"), {}),  # oneDNN 3.2 keeps its f32 kernels: no bf16 to guard
-        (("avx512_bf16", "amx_bf16", "amx_tile"), {"bf16": {"fpmath": "bf16"}}),
+        (("avx512_bf16",), _dense, "bf16"),  # dense layers typed bf16 by the shim
+        (("avx512_bf16",), _conv, "fp32"),  # oneDNN 3.2 ignores fpmath without AMX
+        (("avx512_bf16", "amx_bf16"), _conv, "bf16"),
     ],
 )
 def test_placement_is_offered_bf16_only_where_onednn_computes_in_it(
-    monkeypatch, flags, offered
+    monkeypatch, tmp_path, flags, model, precision
 ) -> None:
+    monkeypatch.setattr(placement, "cache_root", lambda: tmp_path)
     monkeypatch.setattr(host, "cpu", lambda: host.Cpu("x86_64", "test cpu", flags, 2))
-    assert plugin._precisions() == offered
+    cfg = {"backends": ["dnnl"], "compile": {"placement": "static", "precision": "bf16"}}
+    compiled = byoc.compile(model(), cfg)
+    (m,) = compiled.plan.placement.measurements
+    assert m.precision == precision
+    if precision == "fp32":
+        assert m.precision_note == "in fp32: dnnl offers no bf16 on this CPU"
+
+
+@pytest.mark.skipif(
+    "avx512_bf16" not in host.cpu().flags or "amx_bf16" in host.cpu().flags,
+    reason="the typed bf16 dense layers are made on CPUs with AVX512_BF16 and no AMX",
+)
+def test_dense_layers_compute_in_bf16_without_amx() -> None:
+    x, model, runs = {"x": rand(4, 96)}, _dense(), {}
+    for fpmath in FPMATH:
+        cfg = {"backends": ["dnnl"], "backend": {"dnnl": {"fpmath": fpmath}}}
+        runs[fpmath] = byoc.compile(model, cfg).run(x)["y"]
+    want = byoc.compile(model, {"backends": []}).run(x)["y"]
+    np.testing.assert_allclose(runs["strict"], want, rtol=1e-4, atol=1e-4)
+    error = np.abs(runs["bf16"] - want).max() / np.abs(want).max()
+    assert 1e-5 < error < 2e-2  # rounded to bfloat16, not float32 any more
 
 
 @pytest.fixture(scope="module")

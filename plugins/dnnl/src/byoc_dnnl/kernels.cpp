@@ -75,6 +75,7 @@ struct Frame {
 struct Context {
     engine eng{engine::kind::cpu, 0};
     bool bf16 = false;
+    bool typed_bf16 = false;  // dense layers in bf16 by their operands' types (shim.cpp's Net)
     int threads = 0;
     size_t work = 0;  // the largest workspace of its kernels
     std::vector<std::unique_ptr<Kernel>> kernels;
@@ -244,6 +245,9 @@ bool has_full_operand(const Posts &posts, const Dims &dst) {
 Context *context(bool bf16, int threads) {
     auto c = std::make_unique<Context>();
     c->bf16 = bf16;
+    const auto isa = (unsigned)get_effective_cpu_isa();
+    const auto has = [isa](cpu_isa want) { return (isa & (unsigned)want) == (unsigned)want; };
+    c->typed_bf16 = bf16 && has(cpu_isa::avx512_core_bf16) && !has(cpu_isa::avx512_core_amx);
     c->threads = threads;
     // oneDNN sizes a primitive's work split for the OpenMP threads of the thread that describes
     // it and keeps it at run time; the count is per thread and outlives the call that set it.
@@ -301,12 +305,16 @@ Kernel *matmul(Context &c, const In &a, const In &w, const In &bias, const Dims 
     if (od.size() < 2 || amd.get_ndims() != (int)od.size() || bmd.get_ndims() != (int)od.size())
         fail("matmul: operands must have the output's rank (>= 2)");
     primitive_attr attr = post_attr(c, posts, true, od, &dmd);
-    memory::desc wmd = w.data ? any(w.dims) : bmd;
+    // A dense layer in bf16 by types (typed_bf16): its source rounded once a run, its weights
+    // once; float32 out. A product of two activations (attention's) stays float32.
+    const bool typed = c.typed_bf16 && w.data && perm_a.empty();
+    const memory::desc smd = typed ? memory::desc(a.dims, dt::bf16, amd.get_strides()) : amd;
+    memory::desc wmd = w.data ? memory::desc(w.dims, typed ? dt::bf16 : dt::f32, memory::format_tag::any) : bmd;
     const bool biased = !bias.dims.empty();
-    auto pd = biased ? dnnl::matmul::primitive_desc(c.eng, amd, wmd, plain(bias.dims), dmd, attr)
-                     : dnnl::matmul::primitive_desc(c.eng, amd, wmd, dmd, attr);
+    auto pd = biased ? dnnl::matmul::primitive_desc(c.eng, smd, wmd, plain(bias.dims), dmd, attr)
+                     : dnnl::matmul::primitive_desc(c.eng, smd, wmd, dmd, attr);
     Builder b(c);
-    b.operand(DNNL_ARG_SRC, a, b.slot(a), amd, amd);
+    b.operand(DNNL_ARG_SRC, a, b.slot(a), amd, smd);
     b.operand(DNNL_ARG_WEIGHTS, w, b.slot(w), bmd, pd.weights_desc());
     if (biased) b.operand(DNNL_ARG_BIAS, bias, b.slot(bias), plain(bias.dims), plain(bias.dims));
     post_operands(b, posts, dmd);

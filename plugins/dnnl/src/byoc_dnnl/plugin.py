@@ -32,12 +32,17 @@ def _available() -> str | None:
     return dnnl_native.unavailable_reason()
 
 
-def _precisions() -> dict[str, dict[str, Any]]:
-    """What ``[compile] precision`` maps onto on this CPU. oneDNN 3.2 lets an f32 convolution
-    or matmul compute in bfloat16 under ``fpmath = "bf16"`` only with AMX; with AVX512_BF16
-    alone it keeps its f32 kernels (AMD Zen 5: ``brg:avx512_core``, 7e-7 off fp32 on GPT-2, no
-    faster), so placement is offered no bf16 there."""
-    return {"bf16": {"fpmath": "bf16"}} if "amx_bf16" in host.cpu().flags else {}
+def _bf16(unit: Partition) -> dict[str, Any]:
+    """``fpmath = "bf16"`` for ``[compile] precision = "bf16"`` where oneDNN computes some of
+    the partition in bfloat16: with AMX, its convolutions and matmuls (oneDNN's fpmath); with
+    AVX512_BF16 alone, where oneDNN 3.2 ignores fpmath, its dense layers (MatMul or Gemm with
+    constant weights), typed bf16 by the shim, so a partition without one is offered none."""
+    flags, graph = host.cpu().flags, unit.graph
+    dense = any(
+        v.op_type in ("MatMul", "Gemm") and annotate.constant(v, 1) is not None
+        for v in map(graph.view, range(len(graph.nodes)))
+    )
+    return {"fpmath": "bf16"} if "amx_bf16" in flags or ("avx512_bf16" in flags and dense) else {}
 
 
 def _prune(nodes: list[NodeView]) -> str | None:
@@ -121,8 +126,8 @@ def byoc_register_backends(register: Any) -> None:
                 str,
                 "strict",
                 "strict: float32 math; bf16: let convolutions and "
-                "matmuls compute in bfloat16 (faster, less exact; oneDNN 3.2 does so only on "
-                "CPUs with AMX, elsewhere float32)",
+                "matmuls compute in bfloat16 (faster, less exact); without AMX only the dense "
+                "layers do, on CPUs with AVX512_BF16",
                 FPMATH,
             ),
             "winograd": (
@@ -144,7 +149,7 @@ def byoc_register_backends(register: Any) -> None:
         priority=30,
         finite_only=True,  # oneDNN's Relu, Clip, max pooling and softmax drop NaN
         softmax_masks=True,  # but its binary add and softmax follow ONNX on -inf
-        precisions=_precisions(),  # [compile] precision = "bf16"
+        precisions={"bf16": _bf16},  # [compile] precision = "bf16"
         exact={"winograd": False},  # a partition Winograd's rounding takes too far: direct
         prune=_prune,
         fallback_defaults={"allow_spinning": False},

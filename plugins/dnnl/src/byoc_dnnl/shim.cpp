@@ -161,6 +161,9 @@ struct Quantized {
 struct Net {
     engine eng{engine::kind::cpu, 0};
     bool bf16 = false;
+    // bf16 by the operands' types: oneDNN 3.2 honours fpmath = bf16 only with AMX (elsewhere
+    // its f32 kernels run), but has bf16 matmuls wherever the CPU has AVX512_BF16.
+    bool typed_bf16 = false;
     bool winograd = true;  // lower_winograd may run 3-tap and 3x3 convolutions as Winograd
     int threads = 0;  // OpenMP threads per run; 0: OpenMP's default
     std::vector<Value> values;
@@ -1285,16 +1288,22 @@ void lower_matmul(Net &n, const Op &op) {
     if (od.size() < 2 || amd.get_ndims() != (int)od.size() || bmd.get_ndims() != (int)od.size())
         fail("matmul operands must have the output's rank (>= 2)");
     primitive_attr attr = make_attr(n, posts, true, &dst_md, od);
-    memory::desc wmd = bconst ? any(n.values[b].dims) : bmd;
+    // A dense layer in bf16 by types (typed_bf16): its source rounded once a run, its weights
+    // once; float32 out. A product of two activations (attention's) stays float32.
+    const bool typed = n.typed_bf16 && bconst && pa.empty();
+    const memory::desc smd = typed ? retyped(n, amd, dt::bf16) : amd;
+    memory::desc wmd = bconst ? memory::desc(n.values[b].dims, typed ? dt::bf16 : dt::f32, tag::any)
+                              : bmd;
     matmul::primitive_desc pd;
     if (bias >= 0) {
         check_value(n, bias, "matmul bias");
-        pd = matmul::primitive_desc(n.eng, amd, wmd, plain(n.values[bias].dims), dst_md, attr);
+        pd = matmul::primitive_desc(n.eng, smd, wmd, plain(n.values[bias].dims), dst_md, attr);
     } else {
-        pd = matmul::primitive_desc(n.eng, amd, wmd, dst_md, attr);
+        pd = matmul::primitive_desc(n.eng, smd, wmd, dst_md, attr);
     }
-    if (bconst && pa.empty() && pout.empty() && lower_dense_as_conv(n, op, posts, pd)) return;
-    int sa = pa.empty() ? ensure_plain(n, a) : view_of(n, a, amd);
+    if (bconst && !typed && pa.empty() && pout.empty() && lower_dense_as_conv(n, op, posts, pd))
+        return;
+    int sa = typed ? ensure_md(n, a, smd) : pa.empty() ? ensure_plain(n, a) : view_of(n, a, amd);
     int sb = pb.empty() ? ensure_md(n, b, pd.weights_desc()) : view_of(n, b, bmd);
     std::vector<std::pair<int, int>> args = {{DNNL_ARG_SRC, sa}, {DNNL_ARG_WEIGHTS, sb}};
     if (bias >= 0) args.push_back({DNNL_ARG_BIAS, ensure_plain(n, bias)});
@@ -2592,12 +2601,20 @@ void set_error(char *err, size_t len, const std::string &msg) {
 
 }  // namespace
 
+// Whether oneDNN's effective ISA here includes `want` (the ISAs nest as bit sets).
+static bool has_isa(cpu_isa want) {
+    const auto isa = (unsigned)get_effective_cpu_isa(), w = (unsigned)want;
+    return (isa & w) == w;
+}
+
 extern "C" {
 
 void *bd_create(int bf16, int winograd, int nthreads, char *err, size_t errlen) {
     try {
         Net *n = new Net();
         n->bf16 = bf16 != 0;
+        n->typed_bf16 = n->bf16 && has_isa(cpu_isa::avx512_core_bf16) &&
+                        !has_isa(cpu_isa::avx512_core_amx);
         n->winograd = winograd != 0;
         n->threads = nthreads;
         return n;
