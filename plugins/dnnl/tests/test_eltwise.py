@@ -114,6 +114,36 @@ def test_gelu_tanh_is_one_post_op_and_powers_are_eltwise(mode: dict, cube: str) 
     assert sorted(algs) == ["abs", "pow", "sqrt", "square"]
 
 
+@pytest.mark.parametrize("spelling", ["torchscript", "dynamo"])
+def test_gelu_erf_as_both_exporters_spell_it_is_one_post_op(spelling: str) -> None:
+    """GELU with Erf after a dense layer, as TorchScript (``(x * (1 + erf)) * 0.5``) and the
+    dynamo exporter (``x * (0.5 * (1 + erf))``) write it, is one gelu_erf post-op of the layer."""
+    f32 = np.float32
+    consts = {"w": rand(16, 32), "b": rand(32), "w2": rand(32, 16)}
+    consts |= {"root2": f32(np.sqrt(2.0)), "one": f32(1.0), "half": f32(0.5)}
+    if spelling == "torchscript":
+        gelu = [node("Mul", ["h", "e2"], "e3"), node("Mul", ["e3", "half"], "g")]
+    else:
+        gelu = [node("Mul", ["half", "e2"], "e3"), node("Mul", ["h", "e3"], "g")]
+    nodes = [
+        node("MatMul", ["x", "w"], "m"),
+        node("Add", ["m", "b"], "h"),
+        node("Div", ["h", "root2"], "e0"),
+        node("Erf", ["e0"], "e1"),
+        node("Add", ["e1", "one"], "e2"),
+        *gelu,
+        node("MatMul", ["g", "w2"], "y"),
+    ]
+    model = make_model(nodes, {"x": [2, 8, 16]}, ["y"], consts, opset=18)
+    config = {**DNNL, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    assert "dnnl.gelu" in {d.composite for d in report.plan.decisions.values()}
+    graph = dnnl_step(byoc.compile(model, config)).artifact.graph
+    kernels = [n for n in graph["nodes"] if n["op"] == "kernel"]
+    assert [p["alg"] for p in kernels[0]["post_ops"]] == ["gelu_erf"]
+    assert len(kernels) == 2  # the two dense layers, nothing between them
+
+
 def test_pow_by_a_computed_exponent_is_refused_with_reason() -> None:
     """x ** e with e computed at run time is no eltwise: onnxruntime computes it."""
     nodes, consts = conv_stem()

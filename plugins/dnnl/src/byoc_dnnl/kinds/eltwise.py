@@ -117,7 +117,9 @@ def swish_of(x: Pattern) -> Pattern:
 
 
 def _gelu(x: Pattern) -> Pattern:
-    """``0.5 * x * (1 + erf(x / sqrt(2)))`` in its two usual spellings; x is a named wildcard."""
+    """``0.5 * x * (1 + erf(x / sqrt(2)))`` in its three usual spellings (TorchScript's
+    ``x * 0.5 * (...)`` or ``(x * (...)) * 0.5``, the dynamo exporter's ``x * (0.5 * (...))``);
+    x is a named wildcard."""
     root2 = float(np.sqrt(2.0))
     inner = op("Div", x, const(value=root2)) | op(
         "Mul", x, const(value=1 / root2), commutative=True
@@ -126,7 +128,8 @@ def _gelu(x: Pattern) -> Pattern:
     half = const(value=0.5)
     form_a = op("Mul", op("Mul", x, erf1, commutative=True), half, commutative=True)
     form_b = op("Mul", op("Mul", x, half, commutative=True), erf1, commutative=True)
-    return form_a | form_b
+    form_c = op("Mul", x, op("Mul", erf1, half, commutative=True), commutative=True)
+    return form_a | form_b | form_c
 
 
 def _gelu_tanh(x: Pattern) -> Pattern:
