@@ -309,7 +309,8 @@ Kernel *matmul(Context &c, const In &a, const In &w, const In &bias, const Dims 
     // once; float32 out. A product of two activations (attention's) stays float32.
     const bool typed = c.typed_bf16 && w.data && perm_a.empty();
     const memory::desc smd = typed ? memory::desc(a.dims, dt::bf16, amd.get_strides()) : amd;
-    memory::desc wmd = w.data ? memory::desc(w.dims, typed ? dt::bf16 : dt::f32, memory::format_tag::any) : bmd;
+    const memory::desc wmd =
+        w.data ? memory::desc(w.dims, typed ? dt::bf16 : dt::f32, memory::format_tag::any) : bmd;
     const bool biased = !bias.dims.empty();
     auto pd = biased ? dnnl::matmul::primitive_desc(c.eng, smd, wmd, plain(bias.dims), dmd, attr)
                      : dnnl::matmul::primitive_desc(c.eng, smd, wmd, dmd, attr);
