@@ -120,8 +120,9 @@ def fake_clock(monkeypatch):
         first(args), second(args)
         if not args:  # two compiled models, each running its own feeds
             return placement.Timing(1.0, 1.0, clock["plans"], 6, others())
-        interval = clock["interval"] or (clock["byoc"], clock["byoc"])
-        return placement.Timing(clock["byoc"], 1.0, interval, 3, others())
+        byoc = clock["byoc"]() if callable(clock["byoc"]) else clock["byoc"]
+        interval = clock["interval"] or (byoc, byoc)
+        return placement.Timing(byoc, 1.0, interval, 3, others())
 
     monkeypatch.setattr(placement, "PAUSE", 0.0)
     monkeypatch.setattr(placement, "time_pair", time_pair)
@@ -671,6 +672,36 @@ def test_a_compiled_model_slower_than_onnxruntime_runs_as_onnxruntime(install, f
     assert (whole.backend_ms, whole.onnxruntime_ms, whole.kept) == (1.5, 1.0, False)
     assert "whole model: 1.5 ms compiled vs 1 ms plain onnxruntime" in explain_text(compiled.plan)
     np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+
+
+def test_a_plan_that_loses_end_to_end_gives_one_backends_whole_region_a_chance(install, fake_clock):
+    """Each partition of the plan won alone but the plan loses end to end: before plain
+    onnxruntime, the kept candidate of another backend over the plan's nodes is built and
+    checked end to end once (squeezenet-qdq: a dnnl plan 1.04x, OpenVINO's whole model 0.69x),
+    and a second compile reaches the same plan from the cache."""
+    first, second = Plugin("first", 10, fake_ms=0.5), Plugin("second", 5, fake_ms=0.6)
+    install(first, second)
+    seen = {"calls": 0}
+
+    def whole_ms():  # the plan holding first's partition loses end to end, second's wins
+        ran_first, seen["calls"] = first.runtime.calls != seen["calls"], first.runtime.calls
+        return 1.5 if ran_first else 0.8
+
+    fake_clock["byoc"] = whole_ms
+    for _ in range(2):
+        with pytest.warns(
+            UserWarning,
+            match=r"lost the whole-model check \(1\.5 ms vs 1 ms\); "
+            r"trying second on its 2 nodes instead",
+        ):
+            compiled = byoc.compile(model(), MEASURED)
+        assert backends_of(compiled) == ["second", "onnxruntime"]
+        whole = compiled.plan.placement.whole
+        assert (whole.backend_ms, whole.kept) == (0.8, True)
+        np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    assert "first: the plan lost the whole-model check; second was tried" in explain_text(
+        compiled.plan
+    )
 
 
 class ScaledRuntime(Runtime):

@@ -88,9 +88,10 @@ def _compile(
             placer = Placer(plan, ctx, progress, vetoes)
             decided = placer.decide(inputs)
             compiled = build(decided, ctx, progress=progress, reuse=placer.reuse, variants=variants)
-            plain = placer.verify(compiled)
-            if plain is not None:
-                compiled = build(plain, ctx, progress=progress, variants=variants)
+            then = placer.verify(compiled)
+            while then is not None:  # one backend's whole region once, or plain onnxruntime
+                compiled = build(then, ctx, progress=progress, variants=variants)
+                then = placer.verify(compiled)
             if compiled.plan is not None:
                 compiled.plan.graph = None  # placement's analysis, what backends cached of it
             return compiled

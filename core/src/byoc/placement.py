@@ -202,6 +202,7 @@ class Placer:
         self.shown: dict[str, Measurement] = {}
         self.trials: dict[str, _Trial] = {}  # partition key -> its inputs, outputs, onnxruntime
         self.verdicts: dict[str, Measurement] = {}  # partition key -> its verdict, once decided
+        self.second_chance_taken = False  # verify tried one backend's whole region
         self.disturbed = 0  # timings other processes spoiled, twice where a second was allowed
         self.memory_floor: int | None = None  # checking stops below this much available memory
 
@@ -254,8 +255,10 @@ class Placer:
         return self._placed(Placement(mode, tried if self.measured_mode else failed + noted))
 
     def verify(self, compiled: CompiledModel) -> Plan | None:
-        """Measured placement's last word on the built model: None to keep it, or the plan
-        that runs the model as plain onnxruntime (it failed, or does not beat onnxruntime)."""
+        """Measured placement's last word on the built model: None to keep it, or the next
+        plan to build and verify: once, one backend's whole region (``_second_chance``), else
+        the plan that runs the model as plain onnxruntime (it failed, or does not beat
+        onnxruntime; it has no partitions, so its check keeps it)."""
         self.built.clear()  # what deciding made and the build did not take
         placement = self.plan.placement
         if not self.measured_mode or self.feeds is None or not self.plan.partitions:
@@ -265,7 +268,56 @@ class Placer:
         unexplained = self._unexplained(whole) if whole.kept else None
         if whole.kept and unexplained is None:
             return None
+        if not whole.disturbed and (second := self._second_chance(placement)) is not None:
+            return second
         return self._whole_model_verdict(placement, unexplained)
+
+    def _second_chance(self, placement: Placement) -> Plan | None:
+        """After the plan lost (or failed) the whole-model check, once: the kept candidate of
+        one backend that holds every node the plan's partitions hold and saved the most, as
+        the plan, that backend's earlier vetoes on its nodes dropped and every other backend
+        vetoed (its own check decides next). A plan cut from pieces that each won alone can
+        lose end to end where one backend's whole region wins: squeezenet-qdq on an AVX-512
+        EPYC, a dnnl plan 1.04x onnxruntime and plain onnxruntime next, OpenVINO's whole
+        model 0.69x. None when there is no such candidate."""
+        if self.second_chance_taken:
+            return None
+        self.second_chance_taken = True
+        claimed = {n for p in self.plan.partitions for n in p.nodes}
+        mine = {(p.backend, frozenset(p.nodes)) for p in self.plan.partitions}
+        best = max(
+            (
+                m
+                for m in self.verdicts.values()
+                if m.kept
+                and m.failure is None
+                and claimed <= set(m.nodes)
+                and (m.backend, frozenset(m.nodes)) not in mine
+            ),
+            key=_saved_ms,
+            default=None,
+        )
+        if best is None:
+            return None
+        whole = placement.whole
+        assert whole is not None
+        lost = whole.failure or f"{whole.backend_ms:.3g} ms vs {whole.onnxruntime_ms:.3g} ms"
+        warnings.warn(
+            f"measured placement: the plan lost the whole-model check ({lost}); trying "
+            f"{best.backend} on its {len(best.nodes)} nodes instead",
+            stacklevel=4,
+        )
+        why = f"the plan lost the whole-model check; {best.backend} was tried on its region"
+        nodes = set(best.nodes)
+        for node in self.plan.decisions:
+            by = self.vetoes.setdefault(node, {})
+            for backend in self.tables:
+                if backend != best.backend or node not in nodes:
+                    by.setdefault(backend, why)
+                else:
+                    by.pop(backend, None)
+        self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
+        return self._placed(placement)
 
     def reuse(self, unit: Partition) -> tuple[Any, Any] | None:
         """The artifact and runtime made while deciding, for ``build`` (each taken once)."""
