@@ -268,7 +268,8 @@ class Placer:
         unexplained = self._unexplained(whole) if whole.kept else None
         if whole.kept and unexplained is None:
             return None
-        if not whole.disturbed and (second := self._second_chance(placement)) is not None:
+        retry = not whole.kept and not whole.disturbed and self.cfg.compile["whole_model_fallback"]
+        if retry and (second := self._second_chance(placement)) is not None:
             return second
         return self._whole_model_verdict(placement, unexplained)
 
