@@ -245,9 +245,7 @@ bool has_full_operand(const Posts &posts, const Dims &dst) {
 Context *context(bool bf16, int threads) {
     auto c = std::make_unique<Context>();
     c->bf16 = bf16;
-    const auto isa = (unsigned)get_effective_cpu_isa();
-    const auto has = [isa](cpu_isa want) { return (isa & (unsigned)want) == (unsigned)want; };
-    c->typed_bf16 = bf16 && has(cpu_isa::avx512_core_bf16) && !has(cpu_isa::avx512_core_amx);
+    c->typed_bf16 = bf16 && byoc_dnnl::typed_bf16_here();
     c->threads = threads;
     // oneDNN sizes a primitive's work split for the OpenMP threads of the thread that describes
     // it and keeps it at run time; the count is per thread and outlives the call that set it.

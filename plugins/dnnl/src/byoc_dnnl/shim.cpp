@@ -161,9 +161,7 @@ struct Quantized {
 struct Net {
     engine eng{engine::kind::cpu, 0};
     bool bf16 = false;
-    // bf16 by the operands' types: oneDNN 3.2 honours fpmath = bf16 only with AMX (elsewhere
-    // its f32 kernels run), but has bf16 matmuls wherever the CPU has AVX512_BF16.
-    bool typed_bf16 = false;
+    bool typed_bf16 = false;  // dense layers in bf16 by types (layouts.hpp's typed_bf16_here)
     bool winograd = true;  // lower_winograd may run 3-tap and 3x3 convolutions as Winograd
     int threads = 0;  // OpenMP threads per run; 0: OpenMP's default
     std::vector<Value> values;
@@ -2601,20 +2599,13 @@ void set_error(char *err, size_t len, const std::string &msg) {
 
 }  // namespace
 
-// Whether oneDNN's effective ISA here includes `want` (the ISAs nest as bit sets).
-static bool has_isa(cpu_isa want) {
-    const auto isa = (unsigned)get_effective_cpu_isa(), w = (unsigned)want;
-    return (isa & w) == w;
-}
-
 extern "C" {
 
 void *bd_create(int bf16, int winograd, int nthreads, char *err, size_t errlen) {
     try {
         Net *n = new Net();
         n->bf16 = bf16 != 0;
-        n->typed_bf16 = n->bf16 && has_isa(cpu_isa::avx512_core_bf16) &&
-                        !has_isa(cpu_isa::avx512_core_amx);
+        n->typed_bf16 = n->bf16 && byoc_dnnl::typed_bf16_here();
         n->winograd = winograd != 0;
         n->threads = nthreads;
         return n;
