@@ -44,9 +44,13 @@ _MAX_FOLDED_FILL = 1 << 24  # elements: a bigger ConstantOfShape stays a node
 # Shape computations, folded once the dims they read are known (a model exported with dynamic
 # axes, specialised by [shapes]): Shape and Size of a value of static shape, and these ops when
 # every input and the output are small constants. onnx's reference implementation evaluates them.
+# Sqrt and Reciprocal are there for the scale the TorchScript exporter computes from a dim for
+# scaled_dot_product_attention (sqrt(1 / sqrt(head size)), applied to q and to k): IEEE rounds
+# both exactly, so numpy's value is onnxruntime's. Left unfolded, onnxruntime computed it in a
+# unit of its own in front of the backend's partition, once per layer.
 _SHAPE_ARITHMETIC_TEXT = """Abs Add And Ceil Concat Div Equal Expand Floor Gather Greater
-GreaterOrEqual Less LessOrEqual Max Min Mod Mul Neg Not Or Range ReduceMax ReduceMin ReduceProd
-ReduceSum Sign Slice Sub Where"""
+GreaterOrEqual Less LessOrEqual Max Min Mod Mul Neg Not Or Range Reciprocal ReduceMax ReduceMin
+ReduceProd ReduceSum Sign Slice Sqrt Sub Where"""
 _SHAPE_ARITHMETIC = frozenset(_SHAPE_ARITHMETIC_TEXT.split())
 _SMALL = 1 << 12  # elements: the most a folded shape computation reads or writes
 # Ops that only rearrange (or repeat) constants fold up to _MAX_FOLDED_FILL elements, as

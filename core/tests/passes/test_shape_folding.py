@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import byoc
 import numpy as np
+import onnx
 import pytest
 from byoc.graph import Graph
 from byoc.testing import assert_matches_onnxruntime
@@ -82,6 +83,26 @@ def test_folded_model_runs_other_shapes_on_a_variant(backends):
     assert Graph(compiled.plan.model).constant("ends").tolist() == [2]
     for x in (x5, x3, x5):
         np.testing.assert_array_equal(compiled.run({"x": x})["y"], np.maximum(x, 0)[:-1])
+
+
+def test_an_attention_scale_computed_from_a_dim_folds():
+    """sqrt(1 / sqrt(D)) from the last dim of x, as the TorchScript exporter writes
+    scaled_dot_product_attention: a constant, equal to what onnxruntime computes."""
+    m = with_dim0(
+        [
+            node("Cast", ["dim0"], "d", to=onnx.TensorProto.FLOAT),
+            node("Sqrt", ["d"], "root"),
+            node("Reciprocal", ["root"], "inverse"),
+            node("Sqrt", ["inverse"], "half"),
+            node("Mul", ["r", "half"], "y"),
+        ],
+        {},
+    )
+    plan = byoc.partition(m, {**CFG, "shapes": {"x": [3, 4]}})
+    assert Graph(plan.model).constant("half") == np.sqrt(np.float32(1) / np.sqrt(np.float32(3)))
+    assert_matches_onnxruntime(
+        m, {**CFG, "shapes": {"x": [3, 4]}}, {"x": np.ones((3, 4), np.float32)}
+    )
 
 
 def test_large_constant_arithmetic_is_not_folded():
