@@ -162,6 +162,65 @@ def test_attention_reads_and_writes_its_heads_through_views(
     np.testing.assert_array_equal(again.run(feeds)["y"], compiled.run(feeds)["y"])
 
 
+def sdpa_attention(seq: int = 6, heads: int = 2, size: int = 4) -> onnx.ModelProto:
+    """scaled_dot_product_attention as the TorchScript exporter writes it (timm's ViT, BERT and
+    Whisper with SDPA): one fused QKV layer viewed as [1, S, 3, H, D], transposed to [3, 1, H,
+    S, D] and Split into q, k and v; the scale sqrt(1 / sqrt(D)) computed from q's shape and
+    applied to q and to k's transpose."""
+    e = heads * size
+    i64 = np.int64
+    consts = {"wqkv": rand(e, 3 * e), "bqkv": rand(3 * e), "wo": rand(e, e)}
+    consts |= {"heads": np.array([1, seq, 3, heads, size], i64), "ones": np.ones(3, i64)}
+    consts |= {"back": np.array([1, seq, e], i64), "zero": np.array([0], i64)}
+    consts |= {"last": np.array([-1], i64), "end": np.array([2**62], i64), "one": np.float32(1)}
+    nodes = [
+        node("MatMul", ["x", "wqkv"], "qkv0"),
+        node("Add", ["qkv0", "bqkv"], "qkv1"),
+        node("Reshape", ["qkv1", "heads"], "qkv2"),
+        node("Transpose", ["qkv2"], "qkv3", perm=[2, 0, 3, 1, 4]),
+        node("Split", ["qkv3", "ones"], ["q0", "k0", "v0"], axis=0),
+        *[node("Squeeze", [f"{n}0", "zero"], f"{n}") for n in "qkv"],
+        node("Shape", ["q"], "qshape"),
+        node("Slice", ["qshape", "last", "end"], "d"),
+        node("Cast", ["d"], "df", to=onnx.TensorProto.FLOAT),
+        node("Sqrt", ["df"], "root"),
+        node("Div", ["one", "root"], "scale"),
+        node("Sqrt", ["scale"], "half"),
+        node("Mul", ["q", "half"], "qs"),
+        node("Transpose", ["k"], "kt", perm=[0, 1, 3, 2]),
+        node("Mul", ["kt", "half"], "ks"),
+        node("MatMul", ["qs", "ks"], "s"),
+        node("Softmax", ["s"], "p", axis=-1),
+        node("MatMul", ["p", "v"], "c"),
+        node("Transpose", ["c"], "ct", perm=[0, 2, 1, 3]),
+        node("Reshape", ["ct", "back"], "c2"),
+        node("MatMul", ["c2", "wo"], "y"),
+    ]
+    return make_model(nodes, {"x": [1, seq, e]}, ["y"], consts)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_torchscript_attention_scales_its_scores_and_copies_no_head(mode: dict) -> None:
+    """The scale computed from q's shape folds to a constant (onnxruntime runs nothing in
+    front of the partition), the two operand scalings become one post-op of the scores'
+    product, and the product reads k through its transpose: no eltwise kernel, and one
+    transpose (of the fused q, k and v, which the Split's views then read)."""
+    model = sdpa_attention()
+    config = {**DNNL, **mode}
+    report = assert_matches_onnxruntime(model, config, {"x": rand(1, 6, 8)})
+    assert {d.backend for d in report.plan.decisions.values()} == {"dnnl"}
+    assert len(report.plan.schedule) == 1
+    compiled = byoc.compile(model, config)
+    kernels = [n for n in dnnl_step(compiled).artifact.graph["nodes"] if n["op"] == "kernel"]
+    transposes = [k["attrs"]["perm"] for k in kernels if k["kind"] == "transpose"]
+    assert transposes == [[2, 0, 3, 1, 4]] and "eltwise" not in [k["kind"] for k in kernels]
+    scores = next(k for k in kernels if k["kind"] == "matmul" and "perm_b" in k["attrs"])
+    assert scores["attrs"]["perm_b"] == [0, 1, 3, 2]
+    assert scores["post_ops"] == [
+        {"kind": "eltwise", "alg": "linear", "alpha": pytest.approx(0.5), "beta": 0.0}
+    ]
+
+
 @pytest.mark.parametrize(
     ("keys", "opset", "reason"),
     [

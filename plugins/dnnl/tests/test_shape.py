@@ -294,3 +294,40 @@ def test_views_with_bad_windows_or_groups_are_refused_when_loaded() -> None:
                 backend="dnnl", data=replace_graph(data, bad), trust_native=False
             )
             plugin.byoc_create_runtime(backend="dnnl", artifact=artifact, config={})
+
+
+@pytest.mark.usefixtures("keep_tiny")
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_windows_that_are_one_run_of_bytes_are_read_in_place(mode: dict) -> None:
+    """A Split or Slice along the outermost dims of a dense tensor reads as a view of its
+    bytes, with no copy (a step) of its own: pieces that are outputs, read by two kernels, or
+    cut from a partition input at an offset that is no multiple of a vector. A window that is
+    not one run of bytes is copied."""
+    i64 = np.int64
+    consts = {"sizes": np.array([1, 3], i64), "one": np.array([1], i64)}
+    consts |= {"three": np.array([3], i64), "zero": np.array([0], i64)}
+    consts |= {"s": np.array([0, 1], i64), "e": np.array([1, 3], i64), "ax": np.array([0, 2], i64)}
+    consts["wm"] = rand(5, 5)
+    nodes = [
+        node("MatMul", ["x", "wm"], "g"),
+        node("Relu", ["g"], "h"),
+        node("Split", ["h", "sizes"], ["a", "b"], axis=0),  # [1, 3, 5] and [3, 3, 5]
+        node("Sigmoid", ["b"], "b1"),
+        node("Tanh", ["b"], "b2"),
+        node("Add", ["b1", "b2"], "y"),
+        node("Slice", ["x", "one", "three", "zero"], "w"),  # rows 1 and 2 of the input
+        node("Mul", ["w", "w"], "z"),
+        node("Slice", ["h", "s", "e", "ax"], "n"),  # [1, 3, 2]: not one run
+        node("Sigmoid", ["n"], "m"),
+    ]
+    model = make_model(nodes, {"x": [4, 3, 5]}, ["a", "y", "z", "m"], consts, opset=18)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    if mode:
+        return  # the C mode's slices are its own code
+    step = dnnl_step(byoc.compile(model, config))
+    kernels = [n for n in step.artifact.graph["nodes"] if n["op"] == "kernel"]
+    slices = {i for i, k in enumerate(kernels) if k["kind"] == "slice"}
+    copies = [i for i, _ in step.runtime.implementations() if i in slices]
+    assert len(slices) == 4 and len(copies) == 1, (slices, copies)

@@ -38,6 +38,7 @@ class Fuser:
         kernels = quantize_first(self.low, self._no_op_views(kernels), self.outputs)
         kernels = self._live(tables(self.low, self._same_binaries(kernels), self.outputs))
         kernels = self._quantized_eltwise(kernels)
+        kernels = self._prescaled_products(kernels)
         by_out = {k.output: k for k in kernels}  # stays right: a shuffle reads what its view read
         reads = Counter(n for k in kernels for n in k.reads())
         alive = self._zero_pads(self._shuffles(kernels, by_out, reads), by_out, reads)
@@ -59,6 +60,42 @@ class Fuser:
                     continue
             i += 1
         return self._transposed_products(alive)
+
+    def _prescaled_products(self, kernels: list[Kernel]) -> list[Kernel]:
+        """A product of two computed tensors whose operands are scaled first (``(q * s) @ (k *
+        s)``, as the TorchScript exporter writes scaled_dot_product_attention) reads them
+        unscaled and scales its result, a post-op: no pass over each operand, and the
+        transposes in front of it can be read through (``_transposed_products``)."""
+        low, by_out, reading = self.low, {k.output: k for k in kernels}, readers(kernels)
+        gone: set[int] = set()
+        for u in kernels:
+            if (
+                u.kind != "matmul"
+                or u.post_ops
+                or any(low.const(n) is not None for n in u.inputs[:2])
+            ):
+                continue
+            scale = 1.0
+            for i in (0, 1):
+                s = by_out.get(u.inputs[i] or "")
+                if (
+                    s is None
+                    or s.kind != "eltwise"
+                    or s.attrs["alg"] != "linear"
+                    or s.attrs["beta"] != 0
+                    or s.post_ops
+                    or s.output in self.outputs
+                    or reading[s.output] != [u]
+                ):
+                    continue
+                scale *= float(s.attrs["alpha"])
+                u.inputs[i] = s.inputs[0]
+                if id(s) not in gone:  # q @ q: one kernel scales both operands
+                    u.members = s.members + u.members
+                gone.add(id(s))
+            if scale != 1.0:
+                u.post_ops = [{"kind": "eltwise", "alg": "linear", "alpha": scale, "beta": 0.0}]
+        return [k for k in kernels if id(k) not in gone]
 
     def _transposed_products(self, kernels: list[Kernel]) -> list[Kernel]:
         """A product of two computed tensors (attention's scores and context) reads an operand
