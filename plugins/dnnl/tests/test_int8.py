@@ -566,3 +566,22 @@ def test_a_dequantized_constant_read_by_two_partitions_is_copied_into_each() -> 
     parts = report.plan.partitions
     assert len(parts) == 2 and all(p.backend == "dnnl" for p in parts)
     assert all("three" not in p.inputs and "three" not in p.outputs for p in parts)
+
+
+@pytest.mark.usefixtures("keep_tiny")
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_dequantized_weights_that_are_also_an_output_are_copied_out(mode: dict) -> None:
+    """A model output folded to a constant inside the partition (the float weights a
+    DequantizeLinear makes of int8 ones, which a convolution also reads) is written by a copy:
+    before, the dnnl artifact named a constant as a head, which its runtime refuses, and the
+    compile failed."""
+    wq = np.random.default_rng(0).integers(-5, 5, (4, 3, 3, 3)).astype(np.int8)
+    consts = {"wq": wq, "s": np.float32(0.1), "z": np.int8(0)}
+    nodes = [
+        node("DequantizeLinear", ["wq", "s", "z"], "w"),
+        node("Conv", ["x", "w"], "y", pads=[1, 1, 1, 1]),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 8, 8]}, ["y", "w"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config, {"x": rand(1, 3, 8, 8)})
+    assert [(p.backend, p.nodes) for p in report.plan.partitions] == [("dnnl", ["w", "y"])]

@@ -119,11 +119,12 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
     hosted = {m for n in nodes if n["op"] == "host" for m in n["members"]}
     if hosted and not any(n["op"] == "kernel" for n in nodes):
         raise NodesRefused(dict.fromkeys(hosted, "its partition has no oneDNN kernel to run"))
-    heads = []
-    for name in partition.outputs:
-        if name not in ids:  # e.g. a constant folded to an output; rare
-            ref(name)
-        heads.append(ids[name])
+    for name in partition.outputs:  # one folded to a constant (weights dequantized): copied out
+        if name not in ids and _copy_out(name, low, ref, add) is None:
+            made = [n.name for n in partition.model.graph.node if name in n.output]
+            why = "its output is a constant that is not float32: onnxruntime hands it out"
+            raise NodesRefused(dict.fromkeys(made, why))
+    heads = [ids[name] for name in partition.outputs]
     after = host.after_kernels(nodes)
     if (
         host.kernel_reads(nodes) & after
@@ -146,3 +147,16 @@ def codegen(partition: Partition, fuse: bool = True) -> Artifact:
         "heads": heads,
     }
     return Artifact(json.dumps(graph, indent=1), weights)
+
+
+def _copy_out(name: str, low: Lowering, ref: Any, add: Any) -> int | None:
+    """A partition output folded to a float32 constant (the weights a DequantizeLinear makes,
+    also an output of the model), written by a copy kernel: the runtime's heads are kernels.
+    None for a constant of another type."""
+    c = low.const(name)
+    if c is None or c.dtype != np.float32:
+        return None
+    node = {"op": "kernel", "name": "dnnl.copy", "kind": "eltwise", "inputs": [ref(name)]}
+    attrs = {"alg": "linear", "alpha": 1.0, "beta": 0.0}
+    node |= {"shape": list(c.shape) or [1], "attrs": attrs, "post_ops": [], "members": []}
+    return int(add(node, name))
