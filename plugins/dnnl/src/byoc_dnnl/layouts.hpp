@@ -45,7 +45,6 @@ inline dnnl::memory::desc innermost(const dnnl::memory::dims &d, int axis) {
 // Dense float32 with the channels (dim 1) innermost: NWC, NHWC, NDHWC.
 inline dnnl::memory::desc channels_last(const dnnl::memory::dims &d) { return innermost(d, 1); }
 
-// Whatever layout oneDNN prefers.
 // Whether dense layers compute in bf16 by their operands' types: oneDNN 3.2 honours fpmath =
 // bf16 only with AMX (elsewhere its f32 kernels run), but has bf16 matmuls wherever the CPU
 // has AVX512_BF16 (its ISAs nest as bit sets).
@@ -55,6 +54,7 @@ inline bool typed_bf16_here() {
     return has(dnnl::cpu_isa::avx512_core_bf16) && !has(dnnl::cpu_isa::avx512_core_amx);
 }
 
+// Whatever layout oneDNN prefers.
 inline dnnl::memory::desc any(const dnnl::memory::dims &d) {
     return dnnl::memory::desc(d, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any);
 }
