@@ -3,6 +3,7 @@ side is in test_ray.py."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -225,3 +226,60 @@ def test_byoc_batch_checks_its_arguments_before_compiling(
     assert main(argv) == 2
     assert "has no .npz files" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_byoc_batch_checks_its_outputs_directory_before_compiling(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A path under a file, or the inputs directory, is exit 2 in one line, before the model is
+    read: this one is not ONNX, and compiling it would say so instead."""
+    from byoc.cli import main
+
+    (tmp_path / "m.onnx").write_bytes(b"not a model")
+    (tmp_path / "in").mkdir()
+    np.savez(tmp_path / "in" / "0.npz", x=np.zeros((1, 4), np.float32))
+    (tmp_path / "file").write_text("")
+    argv = ["batch", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in"), "--outputs"]
+    assert main([*argv, str(tmp_path / "file" / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        f"byoc: error: --outputs: '{tmp_path / 'file'}' is not a directory, so "
+        f"'{tmp_path / 'file' / 'sub'}' cannot be made in it; name a directory\n"
+    )
+    assert main([*argv, str(tmp_path / "file")]) == 2
+    assert f"'{tmp_path / 'file'}' is not a directory; name a directory" in capsys.readouterr().err
+    assert main([*argv, str(tmp_path / "in")]) == 2
+    assert "outputs would overwrite samples" in capsys.readouterr().err
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write anywhere")
+def test_byoc_batch_refuses_an_outputs_directory_it_may_not_write(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from byoc.cli import main
+
+    (tmp_path / "m.onnx").write_bytes(b"not a model")
+    (tmp_path / "in").mkdir()
+    np.savez(tmp_path / "in" / "0.npz", x=np.zeros((1, 4), np.float32))
+    (tmp_path / "locked").mkdir(mode=0o500)
+    argv = ["batch", str(tmp_path / "m.onnx"), "--inputs", str(tmp_path / "in"), "--outputs"]
+    assert main([*argv, str(tmp_path / "locked" / "out")]) == 2
+    assert "may not make" in capsys.readouterr().err
+    assert main([*argv, str(tmp_path / "locked")]) == 2
+    assert "may not write in" in capsys.readouterr().err
+
+
+def test_an_outputs_directory_that_cannot_be_made_is_an_input_error(tmp_path: Path) -> None:
+    """A link to nowhere passes the early check (its parent is writable); making it fails, as
+    an InputError before Ray starts."""
+    pytest.importorskip("ray")
+    from byoc.ray import run_batch
+
+    path = byoc.compile(scaled(1), {"backends": ["examplejson"], **STATIC}).save(
+        tmp_path / "m.byoc"
+    )
+    (tmp_path / "in").mkdir()
+    np.savez(tmp_path / "in" / "0.npz", x=np.zeros((1, 4), np.float32))
+    (tmp_path / "out").symlink_to(tmp_path / "nowhere")
+    with pytest.raises(byoc.InputError, match=r"--outputs: cannot make '.*out': File exists"):
+        run_batch(path, tmp_path / "in", tmp_path / "out")

@@ -44,6 +44,37 @@ def sample_files(directory: str | os.PathLike[str]) -> list[Path]:
     return files
 
 
+def check_outputs(outputs: str | os.PathLike[str], inputs: str | os.PathLike[str]) -> Path:
+    """The ``--outputs`` directory, checked before any work starts and without creating it: not
+    the ``--inputs`` directory, and a directory that exists or can be made, which this user may
+    write in; an InputError says why not."""
+    path = Path(outputs)
+    if path.resolve() == Path(inputs).resolve():
+        raise InputError("--outputs is the --inputs directory: outputs would overwrite samples")
+    there = path  # the directory itself, or the nearest part of its path that exists
+    while not there.exists() and there.parent != there:
+        there = there.parent
+    if not there.is_dir():
+        made = "" if there == path else f", so '{path}' cannot be made in it"
+        raise InputError(f"--outputs: '{there}' is not a directory{made}; name a directory")
+    if not os.access(there, os.W_OK | os.X_OK):
+        what = "write in" if there == path else f"make '{path}' in"
+        raise InputError(
+            f"--outputs: this user may not {what} '{there}' (permission denied); name a "
+            "directory you can write to"
+        )
+    return path
+
+
+def make_outputs(path: Path) -> None:
+    """Create the ``--outputs`` directory that ``check_outputs`` passed; an InputError if it
+    cannot be made after all (a dangling link, a read-only filesystem)."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(f"--outputs: cannot make '{path}': {exc.strerror or exc}") from None
+
+
 def check_counts(**counts: int | None) -> None:
     """``--workers``, ``--threads``, ``--batch-size``: each at least 1 when given."""
     for name, value in counts.items():

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 import byoc
-from byoc.batch import MAX_SAMPLE_MB, check_counts, sample_files
+from byoc.batch import MAX_SAMPLE_MB, check_counts, check_outputs, sample_files
 from byoc.config import allowed_values, describe
 from byoc.errors import ByocError, InputError, ModelError
 from byoc.export import is_artifact
@@ -419,6 +419,7 @@ def cmd_batch(args: argparse.Namespace) -> int:
         max_sample_mb=args.max_sample_mb,
     )
     sample_files(args.inputs)
+    check_outputs(args.outputs, args.inputs)
     if args.address:
         check_address(args.address)
     with tempfile.TemporaryDirectory(prefix="byoc-batch-") as tmp:

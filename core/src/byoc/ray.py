@@ -28,6 +28,8 @@ from byoc.batch import (
     BatchReport,
     Sample,
     check_counts,
+    check_outputs,
+    make_outputs,
     read_sample,
     reason,
     run_samples,
@@ -154,11 +156,9 @@ def run_batch(
         workers=workers, threads=threads, batch_size=batch_size, max_sample_mb=max_sample_mb
     )
     files = sample_files(inputs)
-    out_dir = Path(outputs)
-    if out_dir.resolve() == Path(inputs).resolve():
-        raise InputError("--outputs is the --inputs directory: outputs would overwrite samples")
+    out_dir = check_outputs(outputs, inputs)
     data, signature = _artifact(model, config)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_outputs(out_dir)
     started = not ray.is_initialized()
     if started:
         if address:
@@ -307,7 +307,13 @@ def _drive(
             report.failed.append((name, out))
             (out_dir / name).unlink(missing_ok=True)  # no stale output from an earlier run
         else:
-            write_sample(out_dir / name, out)
+            try:
+                write_sample(out_dir / name, out)
+            except OSError as exc:  # the disk filled up, the directory went away
+                raise ByocError(
+                    f"cannot write '{out_dir / name}': {exc.strerror or exc}; "
+                    f"{report.written} sample(s) were written before it"
+                ) from None
             report.written += 1
         done += 1
         if progress is not None:
