@@ -15,6 +15,7 @@ def test_public_names():
             "Composite",
             "Config",
             "ConfigError",
+            "InferenceSession",
             "InputError",
             "Measurement",
             "ModelError",
@@ -35,6 +36,7 @@ def test_public_names():
             "load_config",
             "load_module",
             "partition",
+            "patch_onnxruntime",
             "random_inputs",
             "registry",
         ]

@@ -3,6 +3,8 @@
 Partition a model between backend plugins and onnxruntime, compile, run, and compare::
 
     import byoc
+    session = byoc.InferenceSession("model.onnx")  # onnxruntime's API, a drop-in
+    y = session.run(None, {"x": array})
     compiled = byoc.compile("model.onnx", config="byoc.toml")
     outputs = compiled.run({"x": array})
     report = byoc.compare("model.onnx", config="byoc.toml")
@@ -31,6 +33,7 @@ from byoc.pipeline import partition
 from byoc.plan import Composite, Measurement, Partition, Placement, Plan
 from byoc.plugins import Registry, registry
 from byoc.reader import load
+from byoc.session import InferenceSession, patch_onnxruntime
 from byoc.version import __version__
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "Composite",
     "Config",
     "ConfigError",
+    "InferenceSession",
     "InputError",
     "Measurement",
     "ModelError",
@@ -62,6 +66,7 @@ __all__ = [
     "load_config",
     "load_module",
     "partition",
+    "patch_onnxruntime",
     "random_inputs",
     "registry",
 ]

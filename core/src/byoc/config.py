@@ -152,7 +152,29 @@ COMPILE_KEYS: dict[str, Option] = {
         "compiled model still loses to it",
     ),
 }
-TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare", "compile")
+SESSION_KEYS: dict[str, Option] = {
+    "compile_after": (
+        int,
+        3,
+        "byoc.InferenceSession: calls at one input signature (names, dtypes, shapes) before it "
+        "is compiled in the background; until then, and while it compiles, onnxruntime runs it "
+        "(0: never compile, plain onnxruntime)",
+        range(0, 1 << 31),
+    ),
+    "plans": (
+        int,
+        8,
+        "byoc.InferenceSession: compiled signatures held in memory, least recently made dropped",
+        range(0, 1 << 16),
+    ),
+    "cache": (
+        bool,
+        True,
+        "byoc.InferenceSession: keep plans in the user cache dir per model, config, signature "
+        "and machine, so the next process starts with them",
+    ),
+}
+TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare", "compile", "session")
 
 
 @dataclass
@@ -166,6 +188,9 @@ class Config:
     compare: dict[str, Any] = field(default_factory=dict)
     compile: dict[str, Any] = field(
         default_factory=lambda: {k: v[1] for k, v in COMPILE_KEYS.items()}
+    )
+    session: dict[str, Any] = field(
+        default_factory=lambda: {k: v[1] for k, v in SESSION_KEYS.items()}
     )
     source: str = "<dict>"
     fallback_explicit: set[str] = field(default_factory=set)  # [fallback] keys the user set
@@ -216,6 +241,7 @@ def _parse(data: dict[str, Any], source: str) -> Config:
     cfg.fallback_explicit = set(_table(data, "fallback", source))
     cfg.compare = _check_table(_table(data, "compare", source), COMPARE_KEYS, "compare", source)
     cfg.compile = _check_table(_table(data, "compile", source), COMPILE_KEYS, "compile", source)
+    cfg.session = _check_table(_table(data, "session", source), SESSION_KEYS, "session", source)
     if cfg.compile["shape_cache"] < 0:
         raise ConfigError(
             f"{source}: 'compile.shape_cache' must be 0 or more, got {cfg.compile['shape_cache']}"

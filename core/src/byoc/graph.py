@@ -162,6 +162,15 @@ def _evaluate(
     return value
 
 
+# dim_params that name no dim but say "unknown" (Paddle writes "?", some exporters "None" or
+# "-1"): each is its own unknown, like an empty one, not one dim shared by every input.
+_UNKNOWN = frozenset({"", "?", "None", "-1", "unk"})
+
+
+def _symbol(dim_param: str) -> str | None:
+    return None if dim_param.strip() in _UNKNOWN else dim_param
+
+
 def tensor_type(type_proto: onnx.TypeProto) -> TensorType | None:
     """The TensorType of a TypeProto, or None for sequences, maps and optionals."""
     if not type_proto.HasField("tensor_type"):
@@ -176,7 +185,7 @@ def tensor_type(type_proto: onnx.TypeProto) -> TensorType | None:
     shape: tuple[Dim, ...] | None = None
     if tt.HasField("shape"):
         shape = tuple(  # some exporters write -1 for an unknown dim
-            d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else (d.dim_param or None)
+            d.dim_value if d.HasField("dim_value") and d.dim_value >= 0 else _symbol(d.dim_param)
             for d in tt.shape.dim
         )
     return TensorType(dtype, shape)

@@ -1,0 +1,553 @@
+"""``byoc.InferenceSession``: onnxruntime's session API, with byoc's plans underneath.
+
+An app written for ``onnxruntime.InferenceSession`` runs unchanged. The session is an
+onnxruntime session at once (its creation is onnxruntime's own), and every call at an input
+signature (names, dtypes, shapes) byoc has no plan for runs on it. A signature called
+``[session] compile_after`` times is compiled off the calling thread, on the inputs the app
+sent (symbolic dims take their sizes; measured placement times the partitions on those values),
+and the plan is swapped in when it is ready: a call reads the plan table once, so a call racing
+the swap runs on one or the other, never on half of each. A plan that keeps no backend is
+remembered as plain onnxruntime, which then costs nothing but the signature look-up. Plans are
+kept per (model, config, signature, machine) in byoc's user cache dir, so the next process
+starts warm; at most ``[session] plans`` are held in memory (least recently used dropped).
+
+``patch_onnxruntime`` puts this class in place of ``onnxruntime.InferenceSession`` for code that
+builds its own sessions; byoc's own code and onnxruntime's keep the real class.
+"""
+
+from __future__ import annotations
+
+import collections
+import hashlib
+import json
+import logging
+import os
+import queue
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import numpy as np
+import onnxruntime as ort
+
+from byoc import host
+from byoc.config import Config, load_config
+from byoc.context import ConfigLike
+
+log = logging.getLogger("byoc.session")
+
+# The real class, taken when byoc is imported: byoc's own sessions are always onnxruntime's,
+# whatever patch_onnxruntime has put in the module since.
+OrtSession = ort.InferenceSession
+_CPU = "CPUExecutionProvider"
+_MAX_PLAIN = 4096  # signatures remembered as plain onnxruntime (a set of small tuples)
+_LEVEL_NAMES = {
+    ort.GraphOptimizationLevel.ORT_DISABLE_ALL: "disable",
+    ort.GraphOptimizationLevel.ORT_ENABLE_BASIC: "basic",
+    ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED: "extended",
+    ort.GraphOptimizationLevel.ORT_ENABLE_ALL: "all",
+}
+
+Signature = tuple[tuple[str, str, tuple[int, ...]], ...]
+
+
+def signature(feed: Any) -> Signature | None:
+    """``((name, dtype, shape), ...)`` of a feed of numpy arrays, in name order; None for
+    anything else (lists, OrtValues: onnxruntime takes those as they are)."""
+    if type(feed) is not dict:
+        return None
+    out = []
+    for name in sorted(feed):
+        value = feed[name]
+        if type(value) is not np.ndarray:
+            return None
+        out.append((name, value.dtype.str, value.shape))
+    return tuple(out)
+
+
+class _Plan:
+    """A compiled model for one signature, or None: plain onnxruntime runs it."""
+
+    __slots__ = ("model",)
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+
+
+class InferenceSession:
+    """``onnxruntime.InferenceSession`` with byoc's plans for the signatures an app calls.
+
+    The arguments are onnxruntime's (``path_or_bytes``, ``sess_options``, ``providers``,
+    ``provider_options``, and its keyword arguments), plus:
+
+    - ``config``: byoc's config (a dict, a TOML path or a ``Config``); None reads
+      ``byoc.toml``, else a ``pyproject.toml`` with ``[tool.byoc]``, in the working
+      directory, else the defaults;
+    - ``wait``: compile a hot signature on the calling thread, and load cached plans before
+      returning (benchmarks and tests; an app leaves it False).
+
+    ``sess_options`` tells byoc too: its thread counts and optimization level become
+    ``[fallback]``'s (and each backend's ``threads``) unless the config sets them. byoc plans
+    are made only for sessions on the CPU provider (the reference they are checked against);
+    a session on any other provider is plain onnxruntime.
+    """
+
+    def __init__(
+        self,
+        path_or_bytes: str | bytes | os.PathLike[str],
+        sess_options: ort.SessionOptions | None = None,
+        providers: Sequence[Any] | None = None,
+        provider_options: Sequence[dict[Any, Any]] | None = None,
+        *,
+        config: ConfigLike = None,
+        wait: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        if isinstance(path_or_bytes, os.PathLike):
+            path_or_bytes = os.fspath(path_or_bytes)
+        self._session = OrtSession(
+            path_or_bytes, sess_options, providers, provider_options, **kwargs
+        )
+        self._model = path_or_bytes
+        self._options = sess_options
+        self._outputs = [o.name for o in self._session.get_outputs()]
+        self._output_set = frozenset(self._outputs)
+        self._inputs = frozenset(i.name for i in self._session.get_inputs())
+        self._native = getattr(getattr(self._session, "_sess", None), "run", None)
+        self._config = _session_config(load_config(_user_config(config)), sess_options)
+        settings = self._config.session
+        self._compile_after = int(settings["compile_after"])
+        self._max_plans = int(settings["plans"])
+        self._use_disk = bool(settings["cache"])
+        self._wait = wait
+        self._lock = threading.Lock()
+        self._plans: collections.OrderedDict[Signature, _Plan] = collections.OrderedDict()
+        self._plain: set[Signature] = set()
+        self._seen: collections.Counter[Signature] = collections.Counter()
+        self._pending: set[Signature] = set()  # signatures being compiled
+        self._jobs = 0  # compiles and loads queued or running
+        self._idle = threading.Condition(self._lock)
+        self._key: str | None = None
+        cpu_only = all(_provider_name(p) == _CPU for p in self._session.get_providers())
+        self._enabled = cpu_only and self._compile_after > 0 and self._max_plans > 0
+        if not cpu_only:
+            log.info("byoc: a session on %s runs as plain onnxruntime", self.get_providers())
+        elif self._enabled and self._use_disk:
+            self._submit(self._load_cached)
+
+    # -- onnxruntime's API ------------------------------------------------------------------
+
+    def run(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: ort.RunOptions | None = None,
+    ) -> list[Any]:
+        """Run the model: onnxruntime's ``run``. A signature with a plan runs on it; any
+        other runs on onnxruntime at once, and is compiled once it is hot."""
+        sig = signature(input_feed) if self._enabled else None
+        plan = self._plans.get(sig) if sig is not None else None
+        if sig is not None and plan is not None and plan.model is not None:
+            names = self._outputs if output_names is None else list(output_names)
+            if self._output_set.issuperset(names):
+                try:
+                    outputs = plan.model.run(input_feed)
+                    return [outputs[n] for n in names]
+                except Exception as exc:  # fail safe: onnxruntime answers, the plan goes
+                    self._drop(sig, f"its run failed ({type(exc).__name__}: {exc})")
+        elif sig is not None and plan is None and sig not in self._plain:
+            self._count(sig, input_feed)
+        return self._run_ort(output_names, input_feed, run_options)
+
+    def _run_ort(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: ort.RunOptions | None,
+    ) -> list[Any]:
+        native = self._native
+        if native is not None and run_options is None and self._inputs == input_feed.keys():
+            # onnxruntime's native run, without the Python wrapper's checks (byoc.fallback
+            # raw_run): it still checks each input's type and shape; on an error the wrapper
+            # runs and raises what onnxruntime's own run raises
+            names = self._outputs if output_names is None else output_names
+            try:
+                return list(native(names, input_feed, None))
+            except Exception:
+                pass
+        return list(self._session.run(output_names, input_feed, run_options))
+
+    def get_inputs(self) -> list[Any]:
+        return list(self._session.get_inputs())
+
+    def get_outputs(self) -> list[Any]:
+        return list(self._session.get_outputs())
+
+    def get_overridable_initializers(self) -> list[Any]:
+        return list(self._session.get_overridable_initializers())
+
+    def get_modelmeta(self) -> Any:
+        return self._session.get_modelmeta()
+
+    def get_providers(self) -> list[str]:
+        return list(self._session.get_providers())
+
+    def get_provider_options(self) -> dict[str, Any]:
+        return dict(self._session.get_provider_options())
+
+    def get_session_options(self) -> ort.SessionOptions:
+        return self._session.get_session_options()
+
+    def io_binding(self) -> Any:
+        """onnxruntime's IOBinding: bound runs go to onnxruntime (byoc plans take numpy
+        feeds)."""
+        return self._session.io_binding()
+
+    def run_with_iobinding(self, iobinding: Any, run_options: ort.RunOptions | None = None) -> None:
+        """onnxruntime's own bound run (see ``io_binding``)."""
+        self._session.run_with_iobinding(iobinding, run_options)
+
+    def __getattr__(self, name: str) -> Any:
+        # the rest of onnxruntime's API (end_profiling, run_with_ort_values, ...) is its own
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return getattr(self._session, name)
+
+    # -- byoc's side --------------------------------------------------------------------------
+
+    def plans(self) -> dict[Signature, str]:
+        """Each signature with a plan: ``"byoc"`` (backends run part of it) or
+        ``"onnxruntime"`` (it runs as plain onnxruntime); compiling ones are ``"compiling"``."""
+        with self._lock:
+            out = {
+                s: "byoc" if p.model is not None else "onnxruntime" for s, p in self._plans.items()
+            }
+            out.update({s: "onnxruntime" for s in self._plain})
+            out.update({s: "compiling" for s in self._pending})
+        return out
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until no plan of this session is being compiled or loaded; False on timeout."""
+        with self._idle:
+            return self._idle.wait_for(lambda: not self._jobs, timeout)
+
+    def _count(self, sig: Signature, feed: Mapping[str, Any]) -> None:
+        with self._lock:
+            if sig in self._pending or sig in self._plans or sig in self._plain:
+                return
+            self._seen[sig] += 1
+            if self._seen[sig] < self._compile_after:
+                return
+            del self._seen[sig]
+            self._pending.add(sig)
+        feeds = {k: np.array(v, copy=True) for k, v in feed.items()}  # the app may reuse them
+        self._submit(lambda: self._compile(sig, feeds), sig)
+
+    def _submit(self, job: Callable[[], None], sig: Signature = ()) -> None:
+        """Run ``job`` on the worker (on this thread with ``wait``); ``sig``: the signature it
+        compiles, plain onnxruntime if it fails."""
+        with self._lock:
+            self._jobs += 1
+
+        def run() -> None:
+            try:
+                job()
+            except Exception as exc:  # a plan byoc cannot make is plain onnxruntime
+                log.warning("byoc: no plan for %s: %s: %s", _show(sig), type(exc).__name__, exc)
+                if sig:
+                    self._keep(sig, None)
+            finally:
+                with self._idle:
+                    self._pending.discard(sig)
+                    self._jobs -= 1
+                    self._idle.notify_all()
+
+        if self._wait:
+            run()
+        else:
+            _worker().put(run)
+
+    def _compile(self, sig: Signature, feeds: dict[str, np.ndarray]) -> None:
+        import byoc  # the compiler, the first time a signature is hot
+
+        path = self._plan_file(sig)
+        compiled = byoc.compile(self._model, self._config, inputs=feeds)
+        backends = {s.unit.backend for s in compiled.steps} - {"onnxruntime"}
+        keep = compiled if backends else None
+        log.info(
+            "byoc: %s runs %s",
+            _show(sig),
+            f"on {', '.join(sorted(backends))} and onnxruntime" if backends else "as onnxruntime",
+        )
+        if path is not None and (keep is None or compiled.plan is not None):
+            _store(path, sig, keep)
+        self._keep(sig, keep)
+
+    def _keep(self, sig: Signature, model: Any) -> None:
+        with self._lock:
+            if model is None:
+                if len(self._plain) < _MAX_PLAIN:
+                    self._plain.add(sig)
+                return
+            plans = collections.OrderedDict(self._plans)
+            plans[sig] = _Plan(model)
+            while len(plans) > self._max_plans:
+                plans.popitem(last=False)
+            self._plans = plans  # one assignment: a run sees the old table or the new one
+
+    def _drop(self, sig: Signature, why: str) -> None:
+        log.warning("byoc: %s runs on onnxruntime from now on: %s", _show(sig), why)
+        with self._lock:
+            plans = collections.OrderedDict(self._plans)
+            plans.pop(sig, None)
+            self._plans = plans
+            self._plain.add(sig)
+
+    # -- plans on disk ------------------------------------------------------------------------
+
+    def _model_key(self) -> str:
+        """What a plan depends on beyond its signature: the model's bytes, the config, byoc's
+        and the plugins' versions, and the machine (placement's host_id)."""
+        if self._key is None:
+            from byoc import plugins
+            from byoc.placement import host_id
+
+            digest = hashlib.sha256()
+            if isinstance(self._model, bytes):
+                digest.update(self._model)
+            else:
+                with open(self._model, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(block)
+            settings = asdict(self._config) | {"source": None}
+            versions = sorted((b.name, b.version) for b in plugins.registry().backends.values())
+            digest.update(json.dumps([settings, versions, host_id()], default=str).encode())
+            self._key = digest.hexdigest()[:24]
+        return self._key
+
+    def _plan_file(self, sig: Signature) -> Path | None:
+        if not self._use_disk:
+            return None
+        text = json.dumps([[n, d, list(s)] for n, d, s in sig])
+        name = hashlib.sha256(text.encode()).hexdigest()[:16]
+        return plans_dir() / self._model_key() / f"{name}.byoc"
+
+    def _load_cached(self) -> None:
+        """The plans an earlier process made for this model here, newest first."""
+        import byoc
+
+        folder = plans_dir() / self._model_key()
+        files = sorted(
+            (p for p in _listing(folder) if p.suffix in (".byoc", ".plain")),
+            key=_mtime,
+            reverse=True,
+        )
+        for path in files[: self._max_plans + _MAX_PLAIN]:
+            sig = _read_signature(path.with_suffix(".json"))
+            if sig is None or sig in self._plans or sig in self._plain:
+                continue
+            if path.suffix == ".plain":
+                self._keep(sig, None)
+            elif len(self._plans) < self._max_plans:
+                try:
+                    self._keep(sig, byoc.load(path))
+                except Exception as exc:  # damaged, or made by another version: compile again
+                    log.info("byoc: cached plan %s not used: %s", path.name, exc)
+
+
+def _store(path: Path, sig: Signature, compiled: Any) -> None:
+    """Save a plan (a ``.plain`` marker when onnxruntime runs it whole) and its signature
+    beside it; a cache that cannot be written costs the next process a compile, never this one
+    its run."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".json").write_text(json.dumps([[n, d, list(s)] for n, d, s in sig]))
+        if compiled is not None:
+            compiled.save(path)
+        else:
+            path.with_suffix(".plain").write_bytes(b"")
+    except Exception as exc:
+        log.info("byoc: cannot cache the plan in %s: %s", path.parent, exc)
+
+
+def _listing(folder: Path) -> Iterator[Path]:
+    try:
+        yield from folder.iterdir()
+    except OSError:
+        return
+
+
+def _mtime(path: Path) -> float:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0
+
+
+def _read_signature(path: Path) -> Signature | None:
+    """A signature file: ``[[name, dtype, [dims]], ...]``; None when damaged."""
+    try:
+        if not path.is_file() or path.stat().st_size > 1 << 16:
+            return None
+        data = json.loads(path.read_text())
+        sig = tuple((str(n), str(np.dtype(d).str), tuple(int(x) for x in s)) for n, d, s in data)
+    except (OSError, ValueError, TypeError):
+        return None
+    return sig if all(d >= 0 for _, _, s in sig for d in s) else None
+
+
+def plans_dir() -> Path:
+    """Where sessions keep their plans: ``sessions/`` in byoc's user cache dir."""
+    return host.cache_root() / "sessions"
+
+
+def _show(sig: Signature) -> str:
+    return ", ".join(f"{n} {np.dtype(d).name}{list(s)}" for n, d, s in sig) or "cached plans"
+
+
+def _provider_name(p: Any) -> str:
+    return p[0] if isinstance(p, tuple) else str(p)
+
+
+def _user_config(config: ConfigLike) -> ConfigLike:
+    """The config given, else ``byoc.toml`` or a ``pyproject.toml`` with ``[tool.byoc]`` in the
+    working directory, else the defaults."""
+    if config is not None:
+        return config
+    if os.path.isfile("byoc.toml"):
+        return "byoc.toml"
+    try:
+        with open("pyproject.toml", "rb") as fh:
+            import tomllib
+
+            if "byoc" in tomllib.load(fh).get("tool", {}):
+                return "pyproject.toml"
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _session_config(cfg: Config, options: ort.SessionOptions | None) -> Config:
+    """The config with the session options' threads and optimization level as ``[fallback]``'s
+    and each backend's ``threads``, where the config does not set them itself."""
+    if options is None:
+        return cfg
+    fallback = dict(cfg.fallback)
+    explicit = set(cfg.fallback_explicit)
+    wanted = {
+        "intra_op_num_threads": options.intra_op_num_threads,
+        "inter_op_num_threads": options.inter_op_num_threads,
+        "graph_optimization_level": _LEVEL_NAMES.get(options.graph_optimization_level, "all"),
+    }
+    for key, value in wanted.items():
+        if key not in explicit and value:
+            fallback[key] = value
+    backend = {k: dict(v) for k, v in cfg.backend.items()}
+    threads = options.intra_op_num_threads
+    if threads > 0:
+        from byoc import plugins
+
+        for name, b in plugins.registry().backends.items():
+            if "threads" in b.options and "threads" not in backend.get(name, {}):
+                backend.setdefault(name, {})["threads"] = threads
+    return Config(
+        backends=cfg.backends,
+        backend=backend,
+        fallback=fallback,
+        shapes=dict(cfg.shapes),
+        compare=dict(cfg.compare),
+        compile=dict(cfg.compile),
+        session=dict(cfg.session),
+        source=cfg.source,
+        fallback_explicit=explicit,
+    )
+
+
+# -- the background worker -----------------------------------------------------------------------
+
+_jobs: queue.Queue[Callable[[], None]] | None = None
+_jobs_lock = threading.Lock()
+_internal = threading.local()
+
+
+def _worker() -> queue.Queue[Callable[[], None]]:
+    """One daemon thread per process compiles and loads every session's plans, in turn (two
+    compiles at once would time each other)."""
+    global _jobs
+    with _jobs_lock:
+        if _jobs is None:
+            _jobs = queue.Queue()
+            jobs = _jobs
+
+            def loop() -> None:
+                _internal.active = True  # sessions made here are onnxruntime's (patched or not)
+                while True:
+                    jobs.get()()
+
+            threading.Thread(target=loop, name="byoc-plans", daemon=True).start()
+        return _jobs
+
+
+# -- patch_onnxruntime ---------------------------------------------------------------------------
+
+_OWN = ("byoc", "onnxruntime")  # module prefixes that always get the real class
+
+
+def _internal_caller(frame: Any) -> bool:
+    if getattr(_internal, "active", False):
+        return True
+    name = frame.f_globals.get("__name__", "") if frame is not None else ""
+    return any(name == p or name.startswith((p + ".", p + "_")) for p in _OWN)
+
+
+class Patch:
+    """``onnxruntime.InferenceSession`` replaced by byoc's session (``patch_onnxruntime``);
+    ``unpatch()`` or leaving the ``with`` block puts the real class back."""
+
+    def __init__(self, config: ConfigLike) -> None:
+        self.config = config
+        self.previous = ort.InferenceSession
+        patch = self
+
+        class PatchedSession:
+            """byoc's session for the app's code; onnxruntime's for byoc's and its own."""
+
+            def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+                if _internal_caller(sys._getframe(1)):
+                    return OrtSession(*args, **kwargs)
+                kwargs.setdefault("config", patch.config)
+                return InferenceSession(*args, **kwargs)
+
+        PatchedSession.__qualname__ = PatchedSession.__name__ = "InferenceSession"
+        ort.InferenceSession = PatchedSession
+
+    def unpatch(self) -> None:
+        ort.InferenceSession = self.previous
+
+    def __enter__(self) -> Patch:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.unpatch()
+
+
+def patch_onnxruntime(config: ConfigLike = None) -> Patch:
+    """Make code that builds ``onnxruntime.InferenceSession`` (inside a library the user does
+    not own) get ``byoc.InferenceSession`` with ``config``; a function and a context manager::
+
+        with byoc.patch_onnxruntime(config="byoc.toml"):
+            app()
+
+    Code that took the class before the patch (``from onnxruntime import InferenceSession`` at
+    import time) keeps it: patch before importing such code. byoc's and onnxruntime's own
+    modules, and byoc's background compiles, always get the real class."""
+    return Patch(config)

@@ -1,0 +1,288 @@
+"""byoc.InferenceSession as an app written for onnxruntime.InferenceSession calls it."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+
+import byoc
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from byoc import host, session
+from onnx import TensorProto, helper, numpy_helper
+
+EXAMPLEJSON = {"backends": ["examplejson"], "compile": {"placement": "static"}}
+
+
+def dynamic_model(dims: list[object] | None = None) -> bytes:
+    """y = relu(x @ w) + x and z = x * 2 over x [N, 8] (symbolic N), metadata as an OCR app
+    keeps its character list."""
+    dims = dims or ["N", 8]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)
+    z = helper.make_tensor_value_info("z", TensorProto.FLOAT, dims)
+    w = numpy_helper.from_array(np.random.default_rng(0).random((8, 8), np.float32), "w")
+    two = numpy_helper.from_array(np.array(2.0, np.float32), "two")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+        helper.make_node("Relu", ["m"], ["r"], name="relu"),
+        helper.make_node("Add", ["r", "x"], ["y"], name="add"),
+        helper.make_node("Mul", ["x", "two"], ["z"], name="mul"),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y, z], [w, two])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    helper.set_model_props(model, {"character": "abc"})
+    return model.SerializeToString()
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr(host, "cache_root", lambda: tmp_path / "cache")
+
+
+def reference(model: bytes, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    return session.OrtSession(model, providers=["CPUExecutionProvider"]).run(None, feed)
+
+
+def test_the_session_api_is_onnxruntimes():
+    model = dynamic_model()
+    s = byoc.InferenceSession(model, config=EXAMPLEJSON)
+    real = session.OrtSession(model, providers=["CPUExecutionProvider"])
+    assert [(i.name, i.shape, i.type) for i in s.get_inputs()] == [
+        (i.name, i.shape, i.type) for i in real.get_inputs()
+    ]
+    assert [o.name for o in s.get_outputs()] == ["y", "z"]
+    assert s.get_overridable_initializers() == [] or all(
+        i.name in ("w", "two") for i in s.get_overridable_initializers()
+    )
+    assert s.get_modelmeta().custom_metadata_map == {"character": "abc"}
+    assert s.get_providers() == ["CPUExecutionProvider"]
+    assert isinstance(s.get_session_options(), ort.SessionOptions)
+    assert "CPUExecutionProvider" in s.get_provider_options()
+    x = np.random.default_rng(1).random((3, 8), np.float32)
+    want = reference(model, {"x": x})
+    assert np.array_equal(s.run(None, {"x": x})[0], want[0])
+    (z,) = s.run(["z"], {"x": x})
+    assert np.array_equal(z, want[1])
+    binding = s.io_binding()
+    binding.bind_cpu_input("x", x)
+    binding.bind_output("y")
+    s.run_with_iobinding(binding)
+    assert np.array_equal(binding.copy_outputs_to_cpu()[0], want[0])
+    assert s.end_profiling() == ""  # the rest of onnxruntime's API is its own
+
+
+def test_a_hot_signature_gets_a_plan_and_other_shapes_keep_running():
+    model = dynamic_model()
+    s = byoc.InferenceSession(model, config={**EXAMPLEJSON, "session": {"compile_after": 2}})
+    rng = np.random.default_rng(2)
+    x = rng.random((4, 8), np.float32)
+    s.run(None, {"x": x})
+    assert s.plans() == {}  # once is not hot
+    s.run(None, {"x": x})
+    assert s.wait(60)
+    assert s.plans() == {(("x", "<f4", (4, 8)),): "byoc"}
+    for batch in (4, 1, 16, 4):  # the plan's signature, and others on onnxruntime at once
+        x = rng.random((batch, 8), np.float32)
+        got, want = s.run(None, {"x": x}), reference(model, {"x": x})
+        for g, w in zip(got, want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_the_plan_is_what_runs(monkeypatch):
+    model = dynamic_model()
+    s = byoc.InferenceSession(model, config=EXAMPLEJSON, wait=True)
+    x = np.ones((2, 8), np.float32)
+    for _ in range(3):
+        s.run(None, {"x": x})
+    (plan,) = s._plans.values()
+    assert {step.unit.backend for step in plan.model.steps} >= {"examplejson"}
+    calls = []
+    real_run = plan.model.run
+    monkeypatch.setattr(plan.model, "run", lambda feed: calls.append(1) or real_run(feed))
+    s.run(None, {"x": x})
+    assert calls == [1]
+
+
+def test_a_plan_that_fails_at_run_time_gives_onnxruntimes_answer(monkeypatch, caplog):
+    model = dynamic_model()
+    s = byoc.InferenceSession(model, config=EXAMPLEJSON, wait=True)
+    x = np.ones((2, 8), np.float32)
+    for _ in range(3):
+        s.run(None, {"x": x})
+    (plan,) = s._plans.values()
+
+    def broken(feed):
+        raise RuntimeError("the backend crashed")
+
+    monkeypatch.setattr(plan.model, "run", broken)
+    got = s.run(None, {"x": x})
+    assert np.array_equal(got[1], reference(model, {"x": x})[1])
+    assert s.plans() == {(("x", "<f4", (2, 8)),): "onnxruntime"}
+    assert "the backend crashed" in caplog.text
+
+
+def test_errors_are_onnxruntimes():
+    s = byoc.InferenceSession(dynamic_model(), config=EXAMPLEJSON, wait=True)
+    for _ in range(3):
+        s.run(None, {"x": np.ones((2, 8), np.float32)})
+    for bad in ({"x": np.ones((2, 8), np.float64)}, {"x": np.ones((2, 9), np.float32)}, {}):
+        with pytest.raises(Exception) as caught:
+            s.run(None, bad)
+        with pytest.raises(type(caught.value)) as theirs:
+            session.OrtSession(dynamic_model()).run(None, bad)
+        assert str(caught.value) == str(theirs.value)
+
+
+def test_a_run_racing_the_swap_is_correct():
+    model = dynamic_model()
+    s = byoc.InferenceSession(model, config={**EXAMPLEJSON, "session": {"compile_after": 1}})
+    x = np.random.default_rng(3).random((8, 8), np.float32)
+    want = reference(model, {"x": x})
+    wrong: list[str] = []
+
+    def app() -> None:
+        for _ in range(300):
+            got = s.run(None, {"x": x})
+            if not all(
+                np.allclose(g, w, rtol=1e-5, atol=1e-6) for g, w in zip(got, want, strict=True)
+            ):
+                wrong.append("differs")
+
+    threads = [threading.Thread(target=app) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert s.wait(60)
+    assert not wrong
+    assert set(s.plans().values()) == {"byoc"}
+
+
+def test_plans_are_cached_on_disk_for_the_next_process(monkeypatch):
+    model = dynamic_model()
+    config = {**EXAMPLEJSON, "session": {"compile_after": 1}}
+    first = byoc.InferenceSession(model, config=config, wait=True)
+    first.run(None, {"x": np.ones((5, 8), np.float32)})
+    assert set(first.plans().values()) == {"byoc"}
+
+    def no_compile(*args, **kwargs):
+        raise AssertionError("a cached plan is loaded, not compiled")
+
+    monkeypatch.setattr(byoc, "compile", no_compile)
+    again = byoc.InferenceSession(model, config=config, wait=True)
+    assert again.plans() == {(("x", "<f4", (5, 8)),): "byoc"}
+    x = np.random.default_rng(4).random((5, 8), np.float32)
+    np.testing.assert_allclose(again.run(["y"], {"x": x})[0], reference(model, {"x": x})[0])
+    # another config is another plan
+    other = byoc.InferenceSession(model, config={**config, "compare": {"seed": 1}}, wait=True)
+    assert other.plans() == {}
+
+
+def test_a_damaged_cached_plan_is_compiled_again(tmp_path):
+    model = dynamic_model()
+    config = {**EXAMPLEJSON, "session": {"compile_after": 1}}
+    first = byoc.InferenceSession(model, config=config, wait=True)
+    first.run(None, {"x": np.ones((5, 8), np.float32)})
+    (saved,) = (session.plans_dir()).rglob("*.byoc")
+    saved.write_bytes(b"PK\x03\x04 not a zip")
+    again = byoc.InferenceSession(model, config=config, wait=True)
+    assert again.plans() == {}
+    again.run(None, {"x": np.ones((5, 8), np.float32)})
+    assert set(again.plans().values()) == {"byoc"}
+
+
+def test_the_least_recently_made_plan_is_dropped():
+    s = byoc.InferenceSession(
+        dynamic_model(),
+        config={**EXAMPLEJSON, "session": {"compile_after": 1, "plans": 2, "cache": False}},
+        wait=True,
+    )
+    for batch in (1, 2, 3):
+        s.run(None, {"x": np.ones((batch, 8), np.float32)})
+    assert sorted(sig[0][2][0] for sig in s.plans()) == [2, 3]
+
+
+def test_question_mark_dims_are_each_their_own_unknown():
+    """Paddle's "?" H and W: a plan made at one width runs, and another width runs too."""
+    model = dynamic_model(dims=[None, "?"])
+    model_proto = onnx.load_from_string(model)
+    model_proto.graph.node[0].CopyFrom(helper.make_node("Relu", ["x"], ["m"], name="mm"))
+    model = model_proto.SerializeToString()
+    s = byoc.InferenceSession(model, config={**EXAMPLEJSON, "session": {"compile_after": 1}})
+    for width in (192, 320):
+        x = np.random.default_rng(width).random((1, width), np.float32)
+        got = s.run(None, {"x": x})
+        s.wait(60)
+        got = s.run(None, {"x": x})
+        np.testing.assert_allclose(got[0], reference(model, {"x": x})[0], rtol=1e-6)
+    assert set(s.plans().values()) == {"byoc"} and len(s.plans()) == 2
+
+
+def test_sess_options_threads_reach_byoc():
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    s = byoc.InferenceSession(dynamic_model(), options, config=EXAMPLEJSON)
+    assert s._config.fallback["intra_op_num_threads"] == 1
+    assert s._config.fallback["graph_optimization_level"] == "basic"
+    kept = byoc.InferenceSession(
+        dynamic_model(), options, config={**EXAMPLEJSON, "fallback": {"intra_op_num_threads": 2}}
+    )
+    assert kept._config.fallback["intra_op_num_threads"] == 2  # the config's own wins
+
+
+def test_patch_onnxruntime_reaches_sessions_a_library_builds():
+    library = types.ModuleType("some_ocr_library")
+    exec(
+        "import onnxruntime\n"
+        "def load(model):\n"
+        "    return onnxruntime.InferenceSession(model, providers=['CPUExecutionProvider'])\n",
+        library.__dict__,
+    )
+    sys.modules["some_ocr_library"] = library
+    model = dynamic_model()
+    try:
+        with byoc.patch_onnxruntime(config={**EXAMPLEJSON, "session": {"compile_after": 1}}):
+            s = library.load(model)
+            assert isinstance(s, byoc.InferenceSession)
+            x = np.ones((2, 8), np.float32)
+            s.run(None, {"x": x})
+            assert s.wait(60)  # byoc compiled it (its own sessions are onnxruntime's: no loop)
+            assert set(s.plans().values()) == {"byoc"}
+            np.testing.assert_allclose(s.run(None, {"x": x})[0], reference(model, {"x": x})[0])
+        assert ort.InferenceSession is session.OrtSession
+        assert not isinstance(library.load(model), byoc.InferenceSession)
+    finally:
+        del sys.modules["some_ocr_library"]
+        ort.InferenceSession = session.OrtSession
+
+
+def test_patch_as_a_function_and_unpatch():
+    patch = byoc.patch_onnxruntime(config=EXAMPLEJSON)
+    try:
+        assert ort.InferenceSession is not session.OrtSession
+        compiled = byoc.compile(dynamic_model(), EXAMPLEJSON, inputs={"x": np.ones((1, 8), "f")})
+        assert compiled.run({"x": np.ones((1, 8), np.float32)})["z"][0, 0] == 2.0
+    finally:
+        patch.unpatch()
+    assert ort.InferenceSession is session.OrtSession
+
+
+def test_a_session_on_another_provider_is_plain_onnxruntime(monkeypatch):
+    class OnAnotherProvider(session.OrtSession):
+        def get_providers(self):
+            return ["CUDAExecutionProvider", "CPUExecutionProvider"]
+
+    monkeypatch.setattr(session, "OrtSession", OnAnotherProvider)
+    config = {**EXAMPLEJSON, "session": {"compile_after": 1}}
+    s = byoc.InferenceSession(dynamic_model(), config=config, wait=True)
+    x = np.ones((2, 8), np.float32)
+    for _ in range(3):
+        s.run(None, {"x": x})
+    assert s.plans() == {}
+    assert session.signature({"x": [[1.0] * 8]}) is None  # lists go to onnxruntime as they are
