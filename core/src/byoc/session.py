@@ -275,6 +275,8 @@ class InferenceSession:
         import byoc  # the compiler, the first time a signature is hot
 
         path = self._plan_file(sig)
+        if path is not None and self._load(sig, path):
+            return  # made by an earlier process, or dropped from memory since
         compiled = byoc.compile(self._model, self._config, inputs=feeds)
         backends = {s.unit.backend for s in compiled.steps} - {"onnxruntime"}
         keep = compiled if backends else None
@@ -338,25 +340,37 @@ class InferenceSession:
 
     def _load_cached(self) -> None:
         """The plans an earlier process made for this model here, newest first."""
-        import byoc
-
         folder = plans_dir() / self._model_key()
         files = sorted(
             (p for p in _listing(folder) if p.suffix in (".byoc", ".plain")),
             key=_mtime,
             reverse=True,
         )
-        for path in files[: self._max_plans + _MAX_PLAIN]:
+        loaded = 0
+        for path in files:
             sig = _read_signature(path.with_suffix(".json"))
             if sig is None or sig in self._plans or sig in self._plain:
                 continue
-            if path.suffix == ".plain":
-                self._keep(sig, None)
-            elif len(self._plans) < self._max_plans:
-                try:
-                    self._keep(sig, byoc.load(path))
-                except Exception as exc:  # damaged, or made by another version: compile again
-                    log.info("byoc: cached plan %s not used: %s", path.name, exc)
+            if path.suffix == ".byoc" and loaded >= self._max_plans:
+                continue
+            loaded += self._load(sig, path) and path.suffix == ".byoc"
+
+    def _load(self, sig: Signature, path: Path) -> bool:
+        """Keep the plan saved at ``path`` (or its ``.plain`` marker) for ``sig``; False when
+        there is none, or it does not load (damaged, made by another version: compile again)."""
+        import byoc
+
+        if path.with_suffix(".plain").is_file():
+            self._keep(sig, None)
+            return True
+        if not path.with_suffix(".byoc").is_file():
+            return False
+        try:
+            self._keep(sig, byoc.load(path.with_suffix(".byoc")))
+        except Exception as exc:
+            log.info("byoc: cached plan %s not used: %s", path.name, exc)
+            return False
+        return True
 
 
 def _store(path: Path, sig: Signature, compiled: Any) -> None:
