@@ -55,6 +55,23 @@ def test_pyproject_tool_byoc_table(tmp_path):
 @pytest.mark.parametrize(
     ("text", "words"),
     [
+        ("tool = 5\n", "'tool' must be a table, got 5"),
+        ('tool = "byoc"\n', "'tool' must be a table, got 'byoc'"),
+        ("[tool]\nbyoc = 5\n", "'tool.byoc' must be a table, got 5"),
+        ("[tool]\nbyoc = [1, 2]\n", r"'tool.byoc' must be a table, got \[1, 2\]"),
+        ("[tool.black]\nline-length = 100\n", r"has no \[tool.byoc\] table"),
+    ],
+)
+def test_a_pyproject_whose_tool_table_is_no_table_is_a_config_error(tmp_path, text, words):
+    """Found by the fuzzer (tests/fuzz/test_fuzz_config.py): these were an AttributeError or
+    a TypeError from inside the loader."""
+    with pytest.raises(byoc.ConfigError, match=words):
+        byoc.load_config(write(tmp_path, text, "pyproject.toml"))
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
         ("backend = 3", ["'backend' must be a table"]),
         ("colour = 1", ["unknown key 'colour'"]),
         ("[fallback]\nthreads = 2", ["unknown key 'fallback.threads'"]),

@@ -222,9 +222,14 @@ def load_config(config: Config | Mapping[str, Any] | str | os.PathLike[str] | No
     except OSError as exc:
         raise ConfigError(f"cannot read config file '{path}': {exc}") from None
     if os.path.basename(path) == "pyproject.toml":
-        data = data.get("tool", {}).get("byoc")
+        tool = data.get("tool", {})
+        if not isinstance(tool, dict):
+            raise ConfigError(f"{path}: 'tool' must be a table, got {tool!r}")
+        data = tool.get("byoc")
         if data is None:
             raise ConfigError(f"{path} has no [tool.byoc] table")
+        if not isinstance(data, dict):
+            raise ConfigError(f"{path}: 'tool.byoc' must be a table, got {data!r}")
     return _parse(data, path)
 
 
