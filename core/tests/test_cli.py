@@ -67,6 +67,21 @@ def test_partition_table(tmp_path):
     assert "3 of 4 nodes claimed" in done.stdout
 
 
+def test_partition_says_why_nothing_was_claimed_on_symbolic_dims(tmp_path):
+    model = make_model([node("Abs", ["x"], ["y"], "abs1")], {"x": ["N", 4]}, ["y"])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(model, path)
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text('backends = ["examplejson"]\n[backend.examplejson]\nops = ["Relu"]\n')
+    done = byoc_cli("partition", path, "-c", cfg)
+    assert done.returncode == 0, done.stderr
+    assert "0 of 1 nodes claimed" in done.stdout
+    assert "symbolic dims: x ['N', 4]" in done.stdout and "[shapes]" in done.stdout
+    cfg.write_text(cfg.read_text() + "[shapes]\nx = [2, 4]\n")
+    done = byoc_cli("partition", path, "-c", cfg)
+    assert "0 of 1 nodes claimed" in done.stdout and "symbolic" not in done.stdout
+
+
 def test_compare_passes_and_reports_json(tmp_path):
     model, cfg = diamond_files(tmp_path)
     done = byoc_cli("compare", model, "-c", cfg, "--json")

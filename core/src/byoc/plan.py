@@ -10,7 +10,7 @@ from typing import Any
 import onnx
 
 from byoc.config import Config
-from byoc.graph import Graph, NodeView
+from byoc.graph import Graph, NodeView, tensor_type
 
 FALLBACK = "onnxruntime"
 
@@ -290,8 +290,26 @@ class Plan:
                 else ""
             )
         )
+        if not claimed and n_nodes:
+            lines.extend(self._symbolic_hint())
         lines.extend(self.placement_lines())
         return "\n".join(lines)
+
+    def _symbolic_hint(self) -> list[str]:
+        """Why nothing may have been claimed: inputs left with symbolic dims."""
+        types = {v.name: tensor_type(v.type) for v in self.model.graph.input}
+        loose = [
+            f"{name} {[d if isinstance(d, int) else (d or '?') for d in t.shape]}"
+            for name, t in types.items()
+            if t is not None and t.shape is not None and not t.is_static
+        ]
+        if not loose:
+            return []
+        return [
+            f"(inputs with symbolic dims: {_clip('; '.join(loose), 120)}: backends that need "
+            "static shapes claim nothing there; fix them in the config's [shapes], or run the "
+            "model through byoc.InferenceSession, which compiles the shapes an app calls with)"
+        ]
 
     def placement_lines(self) -> list[str]:
         """What measured placement decided, one line per measured partition, then the whole
