@@ -1,8 +1,10 @@
-"""Running a compiled model: the guard of finite-only backends, the -inf of attention masks and
-integers past a backend's limit (``Backend.finite_only``, ``softmax_masks``, ``int_limit``)."""
+"""Running a compiled model: the guard of finite-only backends, values that may overflow, the -inf
+of attention masks and integers past a backend's limit (``Backend.finite_only``,
+``max_magnitude``, ``softmax_masks``, ``int_limit``)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import byoc
@@ -18,12 +20,12 @@ class Counting:
     """A finite-only backend claiming Add, Softmax and Relu, run by onnxruntime: it counts the
     runs the guard lets through to it."""
 
-    def __init__(self, softmax_masks: bool) -> None:
-        self.softmax_masks, self.runs = softmax_masks, 0
+    def __init__(self, softmax_masks: bool, **declared: Any) -> None:
+        self.softmax_masks, self.declared, self.runs = softmax_masks, declared, 0
 
     @byoc.hookimpl
     def byoc_register_backends(self, register: Any) -> None:
-        register("counting", finite_only=True, softmax_masks=self.softmax_masks)
+        register("counting", finite_only=True, softmax_masks=self.softmax_masks, **self.declared)
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend: str, config: Any) -> dict[str, Any]:
@@ -59,17 +61,19 @@ MODELS = {
 }
 
 
-def run_on(model: str, backend: Counting, mask: np.ndarray) -> int:
+def run_on(model: str, backend: Counting, mask: np.ndarray, nonfinite: str = "onnxruntime") -> int:
     """How many times ``backend`` ran the model's one partition on x and ``mask`` (checked
     against onnxruntime, NaN where it has NaN)."""
     nodes, outputs = MODELS[model]
     shape = {"shape": np.array([2, 4], np.int64)}
-    onnx_model = make_model(nodes, {"x": [2, 4], "m": [2, 4]}, outputs, shape)
+    dtype = mask.dtype.type
+    onnx_model = make_model(nodes, {"x": (dtype, [2, 4]), "m": (dtype, [2, 4])}, outputs, shape)
     reg = plugins.Registry(only=[])
     reg.add(backend, "byoc-counting")
-    compiled = byoc.compile(onnx_model, {"backends": ["counting"]}, registry=reg)
+    config = {"backends": ["counting"], "fallback": {"nonfinite_inputs": nonfinite}}
+    compiled = byoc.compile(onnx_model, config, registry=reg)
     assert [s.unit.backend for s in compiled.steps] == ["counting"]
-    feeds = {"x": np.arange(8, dtype=np.float32).reshape(2, 4), "m": mask}
+    feeds = {"x": np.arange(8, dtype=mask.dtype).reshape(2, 4), "m": mask}
     want = ort.InferenceSession(onnx_model.SerializeToString()).run(outputs, feeds)
     before = backend.runs
     got = compiled.run(feeds)
@@ -78,9 +82,9 @@ def run_on(model: str, backend: Counting, mask: np.ndarray) -> int:
     return backend.runs - before
 
 
-def mask(*values: float) -> np.ndarray:
+def mask(*values: float, dtype: type = np.float32) -> np.ndarray:
     """Row 0 masks its last key with values[0]; row 1 holds values[1:] (then 0)."""
-    m = np.zeros((2, 4), np.float32)
+    m = np.zeros((2, 4), dtype)
     m[0, 3] = values[0]
     m[1, : len(values) - 1] = values[1:]
     return m
@@ -116,6 +120,62 @@ def test_minus_inf_anywhere_else_runs_on_onnxruntime(model: str) -> None:
 
 def test_without_softmax_masks_minus_inf_runs_on_onnxruntime() -> None:
     assert run_on("Add into Softmax", Counting(softmax_masks=False), mask(-np.inf)) == 0
+
+
+BIG = float(np.finfo(np.float32).max)  # 3.4e38: the dynamo exporter's masks hold -BIG
+
+
+@pytest.mark.parametrize(
+    "values, runs",
+    [
+        ((1e14,), 1),
+        ((-1e9, -1e4), 1),
+        ((9e14, 9e14, -9e14, 9e14, 9e14), 1),  # their squares sum past 1e30, each below 1e15
+        ((2e15,), 0),
+        ((1e30,), 0),
+        ((-BIG,), 0),
+        ((3e38, 3e38), 0),
+    ],
+)
+def test_values_that_may_overflow_inside_run_on_onnxruntime(
+    values: tuple[float, ...], runs: int
+) -> None:
+    """A finite input of magnitude ``max_magnitude`` (1e15 by default) or more may overflow to
+    inf inside the partition, where the backend's kernels differ from onnxruntime's: the
+    partition runs on onnxruntime, as for NaN; smaller values, large masks among them, stay."""
+    assert run_on("the sum read by a Relu", Counting(softmax_masks=True), mask(*values)) == runs
+
+
+def test_an_attention_mask_may_be_hugely_negative_not_hugely_positive() -> None:
+    """In an attention mask (``softmax_masks``) only the maximum is bounded: -3.4e38 stays on
+    the backend like -inf; a positive value past the bound does not."""
+    backend = Counting(softmax_masks=True)
+    assert run_on("Add into Softmax", backend, mask(-BIG, -BIG, -BIG, -BIG, -BIG)) == 1
+    assert run_on("Add into Softmax", backend, mask(-1e9, 3e38)) == 0
+
+
+def test_a_backend_may_declare_another_bound() -> None:
+    """``max_magnitude = math.inf`` bounds nothing but NaN and +-inf; a lower bound sends
+    smaller values to onnxruntime; ``nonfinite_inputs = "backend"`` checks nothing."""
+    assert (
+        run_on("the sum read by a Relu", Counting(False, max_magnitude=math.inf), mask(3e38)) == 1
+    )
+    assert (
+        run_on("the sum read by a Relu", Counting(False, max_magnitude=math.inf), mask(np.inf)) == 0
+    )
+    assert run_on("the sum read by a Relu", Counting(False, max_magnitude=100.0), mask(99.0)) == 1
+    assert run_on("the sum read by a Relu", Counting(False, max_magnitude=100.0), mask(-100.0)) == 0
+    assert run_on("the sum read by a Relu", Counting(False), mask(3e38), "backend") == 1
+
+
+def test_float16_inputs_are_checked_without_warnings(recwarn: pytest.WarningsRecorder) -> None:
+    """The bound, 1e15, is past float16's range: such inputs are checked for NaN and +-inf
+    alone, and comparing them with it does not warn of an overflow."""
+    backend = Counting(softmax_masks=True)
+    assert run_on("the sum read by a Relu", backend, mask(6e4, dtype=np.float16)) == 1
+    assert run_on("the sum read by a Relu", backend, mask(np.inf, dtype=np.float16)) == 0
+    assert run_on("Add into Softmax", backend, mask(-np.inf, dtype=np.float16)) == 1
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
 class Narrow(Counting):

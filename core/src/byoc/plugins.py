@@ -20,6 +20,7 @@ ENTRY_POINT_GROUP = "byoc.backends"
 ENV_VAR = "BYOC_PLUGINS"
 TRACE_VAR = "BYOC_TRACE"
 IN_PROCESS = "(in-process)"  # the distribution of a plugin Registry.add registers
+MAX_MAGNITUDE = 1e15  # Backend.max_magnitude's default
 
 
 @dataclass
@@ -47,10 +48,18 @@ class Backend:
     # Its kernels follow ONNX on finite numbers only (oneDNN's max-based Relu maps NaN to 0): a
     # partition whose inputs hold NaN or +-inf runs on onnxruntime ([fallback] nonfinite_inputs).
     finite_only: bool = False
+    # With finite_only: a partition whose float inputs reach this magnitude runs on onnxruntime
+    # too, since inside it they may overflow to inf (P1 on inputs of 1e37: onnxruntime's NaN,
+    # dnnl's and OpenVINO's numbers). 1e15 squared and summed over 1e8 terms (a variance,
+    # attention scores) stays below float32's 3.4e38; real activations stay below 1e6, masks
+    # of -1e4 or -1e9 pass, and so does any negative value in a mask softmax_masks lets hold
+    # -inf. math.inf: no bound (NaN and +-inf alone).
+    max_magnitude: float = MAX_MAGNITUDE
     # With finite_only: its Add and Softmax give onnxruntime's answer on -inf too (exp(-inf) is
     # 0; a row of -inf is NaN), so a partition input read only by Adds whose sums only Softmax
     # reads, maybe through ops that only move values (an attention mask of 0 and -inf, as
-    # TorchScript exports write it), may hold -inf.
+    # TorchScript exports write it), may hold -inf, or -3.4e38; its maximum stays below
+    # max_magnitude.
     # The conformance suite checks it (test_softmax_masks_may_hold_minus_inf).
     softmax_masks: bool = False
     # Its 32- and 64-bit integer arithmetic is exact only below this magnitude (OpenVINO's CPU

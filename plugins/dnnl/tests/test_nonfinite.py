@@ -65,19 +65,68 @@ def test_the_guard_is_a_choice_and_a_saved_file_keeps_it(p1, tmp_path):
     assert np.isnan(loaded.run({"x": x})[OUT]).all()
 
 
-def test_huge_finite_inputs_stay_on_dnnl(p1, recwarn):
-    """An input whose sum overflows float32 (the dynamo exporter's attention masks hold
-    -3.4e38) is still finite: the partition runs on dnnl, and nothing warns."""
-    path, _ = p1
+def test_inputs_that_overflow_inside_give_what_onnxruntime_gives(p1, recwarn):
+    """An image of 3e38 is finite, but P1's convolutions overflow it to inf, and inf - inf to
+    NaN, where onnxruntime keeps NaN and oneDNN's HardSwish and Relu make numbers: an input of
+    magnitude 1e15 or more (``max_magnitude``) runs on onnxruntime, silently; an image of
+    ordinary values stays on dnnl."""
+    path, reference = p1
+    x = np.full(SHAPES["x"], 3e38, np.float32)
+    want = reference.run(None, {"x": x})[0]
+    assert np.isnan(want).all()
+    raw = byoc.compile(path, config("backend"))
+    assert not np.isnan(raw.run({"x": x})[OUT]).any()  # why the bound exists
     compiled = byoc.compile(path, config())
     (step,) = compiled.steps
-    x = np.random.default_rng(0).random(SHAPES["x"], dtype=np.float32)
-    x[0, 0, :4] = np.finfo(np.float32).max
-    compiled.run({"x": x})
+    ordinary = np.random.default_rng(0).random(SHAPES["x"], dtype=np.float32)
+    ordinary[0, 0, :4] = 1e14
+    compiled.run({"x": ordinary})
     assert step._fallback is None  # never made: onnxruntime did not run it
+    np.testing.assert_array_equal(compiled.run({"x": x})[OUT], want)
+    assert step._fallback is not None
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
-    x[0, 0, 0, 0] = np.inf
-    compiled.run({"x": x})
+
+
+@pytest.mark.usefixtures("keep_tiny")
+def test_a_conv_matmul_softmax_that_overflows_gives_what_onnxruntime_gives():
+    """Conv -> Relu -> Conv -> Relu -> GlobalAveragePool -> MatMul -> Softmax on an input of
+    -3e38: the first convolution overflows to +-inf, the second makes NaN of inf - inf, which
+    onnxruntime keeps and oneDNN's Relu maps to 0 (0.25 for each class). byoc gives
+    onnxruntime's NaN, and runs ordinary inputs on dnnl."""
+    rng = np.random.default_rng(0)
+    weights = {
+        "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
+        "m": rng.standard_normal((8, 4)).astype(np.float32),
+        "w2": rng.standard_normal((8, 8, 1, 1)).astype(np.float32),
+    }
+    model = make_model(
+        [
+            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+            node("Relu", ["c"], "r"),
+            node("Conv", ["r", "w2"], "c2"),
+            node("Relu", ["c2"], "r2"),
+            node("GlobalAveragePool", ["r2"], "g"),
+            node("Flatten", ["g"], "f"),
+            node("MatMul", ["f", "m"], "s"),
+            node("Softmax", ["s"], "y", axis=-1),
+        ],
+        {"x": [1, 3, 8, 8]},
+        ["y"],
+        weights,
+    )
+    reference = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    huge = {"x": np.full((1, 3, 8, 8), -3e38, np.float32)}
+    (want,) = reference.run(None, huge)
+    assert np.isnan(want).all()
+    raw = byoc.compile(model, {"backends": ["dnnl"], "fallback": {"nonfinite_inputs": "backend"}})
+    assert not np.isnan(raw.run(huge)["y"]).any()  # why the bound exists
+    compiled = byoc.compile(model, {"backends": ["dnnl"]})
+    (step,) = compiled.steps
+    assert step.unit.backend == "dnnl", compiled.plan.table()
+    x = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    np.testing.assert_allclose(compiled.run(x)["y"], reference.run(None, x)[0], 1e-5)
+    assert step._fallback is None
+    np.testing.assert_array_equal(compiled.run(huge)["y"], want)
     assert step._fallback is not None
 
 

@@ -141,6 +141,48 @@ def test_tiny_divisors_are_refused_and_large_integers_run_on_onnxruntime() -> No
         np.testing.assert_array_equal(compiled.run(feeds)["j"], np.array(i) + 1)
 
 
+def test_inputs_that_overflow_inside_give_what_onnxruntime_gives() -> None:
+    """Conv -> Relu -> Conv -> Relu -> GlobalAveragePool -> MatMul -> Softmax on an input of
+    -3e38: the first convolution overflows to +-inf, the second makes NaN of inf - inf, which
+    onnxruntime keeps and OpenVINO's Relu maps to 0 (0.25 for each class). An input of
+    magnitude 1e15 or more (``max_magnitude``) runs on onnxruntime: its NaN; ordinary inputs
+    run on OpenVINO."""
+    rng = np.random.default_rng(0)
+    weights = {
+        "w": rng.standard_normal((8, 3, 3, 3)).astype(np.float32),
+        "m": rng.standard_normal((8, 4)).astype(np.float32),
+        "w2": rng.standard_normal((8, 8, 1, 1)).astype(np.float32),
+    }
+    model = make_model(
+        [
+            node("Conv", ["x", "w"], "c", pads=[1, 1, 1, 1]),
+            node("Relu", ["c"], "r"),
+            node("Conv", ["r", "w2"], "c2"),
+            node("Relu", ["c2"], "r2"),
+            node("GlobalAveragePool", ["r2"], "g"),
+            node("Flatten", ["g"], "f"),
+            node("MatMul", ["f", "m"], "s"),
+            node("Softmax", ["s"], "y", axis=-1),
+        ],
+        {"x": [1, 3, 8, 8]},
+        ["y"],
+        weights,
+    )
+    huge = {"x": np.full((1, 3, 8, 8), -3e38, np.float32)}
+    want = _onnxruntime(model, huge)["y"]
+    assert np.isnan(want).all()
+    raw = byoc.compile(model, {**config(), "fallback": {"nonfinite_inputs": "backend"}})
+    assert not np.isnan(raw.run(huge)["y"]).any()  # why the bound exists
+    compiled = byoc.compile(model, config())
+    (step,) = compiled.steps
+    assert step.unit.backend == "openvino", compiled.plan.table()
+    x = {"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}
+    np.testing.assert_allclose(compiled.run(x)["y"], _onnxruntime(model, x)["y"], 1e-5)
+    assert step._fallback is None
+    np.testing.assert_array_equal(compiled.run(huge)["y"], want)
+    assert step._fallback is not None
+
+
 def test_token_ids_gathered_are_checked_before_openvino_sees_them() -> None:
     """An embedding Gather of a model's token ids (maybe reshaped first) runs on OpenVINO, which
     gives zeros for an id out of range where onnxruntime fails: such ids are refused with an
