@@ -1,7 +1,7 @@
 """Roofline numbers: a model's FLOPs from its ONNX graph, and this machine's measured fp32 peak.
 
     .venv/bin/python bench/roofline.py MODEL.onnx [--shapes x=1,3,224,224] [--by-op]
-    .venv/bin/python bench/roofline.py vit-tiny-dynamo      # a bench/zoo_models.py name
+    .venv/bin/python bench/zoo.py --flops --models vit-tiny-dynamo  # a bench/zoo_models.py model
     .venv/bin/python bench/roofline.py --peak [--remeasure]  # only the peak
 
 What is counted (``count_flops``), on shapes from ONNX shape inference (with data propagation)
@@ -444,23 +444,28 @@ def _parse_shapes(items: list[str]) -> dict[str, list[int]]:
     return shapes
 
 
-def _resolve(model: str, shapes: dict[str, list[int]]) -> tuple[Path, dict[str, list[int]]]:
-    """A file, or a bench/zoo_models.py name (its file and shapes)."""
-    if Path(model).exists():
-        return Path(model), shapes
-    sys.path.insert(0, str(Path(__file__).parent))
-    from zoo_models import zoo
-
-    everything = zoo()
-    if model not in everything:
-        raise SystemExit(f"{model}: neither a file nor a zoo model (bench/zoo_models.py)")
-    entry = everything[model]
-    return entry.path(), {**entry.shapes, **shapes}
+def report(path: Path, shapes: dict[str, list[int]], by_op: bool = False) -> list[str]:
+    """The lines ``roofline.py MODEL`` prints for a model: its FLOPs, and those per op type."""
+    flops = count_flops(path, shapes)
+    lines = [
+        f"model:    {path}" + (f" shapes {shapes}" if shapes else ""),
+        f"FLOPs:    {_gflop(flops.total)} ({_gflop(flops.dense)} MatMul/Gemm/Conv, "
+        f"{_gflop(flops.elementwise)} elementwise, pooling and reductions)",
+    ]
+    if flops.unknown:
+        shown = ", ".join(flops.unknown[:5]) + (", ..." if len(flops.unknown) > 5 else "")
+        lines.append(
+            f"unknown:  {len(flops.unknown)} nodes with unknown shapes, not counted: {shown}"
+        )
+    if by_op:
+        for op, n in sorted(flops.by_op.items(), key=lambda kv: -kv[1]):
+            lines.append(f"  {op:24s} {_gflop(n)}")
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("model", nargs="?", help="an ONNX file or a bench/zoo_models.py name")
+    parser.add_argument("model", nargs="?", type=Path, help="an ONNX file")
     parser.add_argument("--shapes", nargs="*", default=[], help="input shapes: x=1,3,224,224")
     parser.add_argument("--by-op", action="store_true", help="FLOPs per op type")
     parser.add_argument("--peak", action="store_true", help="only the machine's peak")
@@ -474,19 +479,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args.model and not args.peak:
         parser.error("give a model, or --peak")
     if args.model and not args.peak:
-        path, shapes = _resolve(args.model, _parse_shapes(args.shapes))
-        flops = count_flops(path, shapes)
-        print(f"model:    {path}" + (f" shapes {shapes}" if shapes else ""))
-        print(
-            f"FLOPs:    {_gflop(flops.total)} ({_gflop(flops.dense)} MatMul/Gemm/Conv, "
-            f"{_gflop(flops.elementwise)} elementwise, pooling and reductions)"
-        )
-        if flops.unknown:
-            shown = ", ".join(flops.unknown[:5]) + (", ..." if len(flops.unknown) > 5 else "")
-            print(f"unknown:  {len(flops.unknown)} nodes with unknown shapes, not counted: {shown}")
-        if args.by_op:
-            for op, n in sorted(flops.by_op.items(), key=lambda kv: -kv[1]):
-                print(f"  {op:24s} {_gflop(n)}")
+        if not args.model.is_file():
+            parser.error(
+                f"{args.model}: no such file (a zoo model's: bench/zoo.py --flops --models NAME)"
+            )
+        print("\n".join(report(args.model, _parse_shapes(args.shapes), args.by_op)))
     if not args.no_peak:
         for key, value in host().items():
             print(f"{key + ':':10s}{value}")

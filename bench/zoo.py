@@ -4,6 +4,7 @@
     .venv/bin/python bench/zoo.py --models P1,P3,yolox-det --configs ccompiler,all
     .venv/bin/python bench/zoo.py --models 'light_*' --placement static --json zoo.json
     .venv/bin/python bench/zoo.py --list                           # the models (zoo_models.py)
+    .venv/bin/python bench/zoo.py --flops --models P3              # their FLOPs (roofline.py)
     .venv/bin/python bench/zoo.py --sweep --models 'sweep-*' --configs all --rounds 1
 
 Models (bench/zoo_models.py): P1..P5, more real models shipped in wheels on the package index,
@@ -59,7 +60,7 @@ from typing import Any
 
 from byoc import host
 from machine import machine, print_machine
-from roofline import achieved, count_flops, peak
+from roofline import achieved, count_flops, peak, report
 from zoo_models import swept, zoo
 
 CONFIGS = {
@@ -485,6 +486,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, help="write every number to this file")
     parser.add_argument("--list", action="store_true", help="list the models and exit")
     parser.add_argument(
+        "--flops", action="store_true",
+        help="print the models' FLOPs (bench/roofline.py) and exit",
+    )  # fmt: skip
+    parser.add_argument(
         "--sweep", action="store_true",
         help="add the built models of bench/sweep_models.py, as sweep-<name>",
     )  # fmt: skip
@@ -509,6 +514,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.list:
         for m in everything.values():
             print(f"{m.name:20s} {m.kind}\n{'':20s} {m.source}; shapes {m.shapes}")
+        return 0
+    if args.flops:
+        for name in select(list(everything), args.models, "model"):
+            print("\n".join(report(everything[name].path(), everything[name].shapes, by_op=True)))
         return 0
     models = select(list(everything), args.models, "model")
     configs = select(list(CONFIGS), args.configs, "config")
