@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import pytest
-from byoc import host, session
+from byoc import compiler, host, session
 from onnx import TensorProto, helper, numpy_helper
 
 EXAMPLEJSON = {"backends": ["examplejson"], "compile": {"placement": "static"}}
@@ -173,7 +173,7 @@ def test_plans_are_cached_on_disk_for_the_next_process(monkeypatch):
     def no_compile(*args, **kwargs):
         raise AssertionError("a cached plan is loaded, not compiled")
 
-    monkeypatch.setattr(byoc, "compile", no_compile)
+    monkeypatch.setattr(compiler, "compile", no_compile)
     again = byoc.InferenceSession(model, config=config, wait=True)
     assert again.plans() == {(("x", "<f4", (5, 8)),): "byoc"}
     x = np.random.default_rng(4).random((5, 8), np.float32)

@@ -272,12 +272,12 @@ class InferenceSession:
             _worker().put(run)
 
     def _compile(self, sig: Signature, feeds: dict[str, np.ndarray]) -> None:
-        import byoc  # the compiler, the first time a signature is hot
+        from byoc import compiler  # the first time a signature is hot
 
         path = self._plan_file(sig)
         if path is not None and self._load(sig, path):
             return  # made by an earlier process, or dropped from memory since
-        compiled = byoc.compile(self._model, self._config, inputs=feeds)
+        compiled = compiler.compile(self._model, self._config, inputs=feeds)
         backends = {s.unit.backend for s in compiled.steps} - {"onnxruntime"}
         keep = compiled if backends else None
         log.info(
@@ -358,7 +358,7 @@ class InferenceSession:
     def _load(self, sig: Signature, path: Path) -> bool:
         """Keep the plan saved at ``path`` (or its ``.plain`` marker) for ``sig``; False when
         there is none, or it does not load (damaged, made by another version: compile again)."""
-        import byoc
+        from byoc import reader
 
         if path.with_suffix(".plain").is_file():
             self._keep(sig, None)
@@ -366,7 +366,7 @@ class InferenceSession:
         if not path.with_suffix(".byoc").is_file():
             return False
         try:
-            self._keep(sig, byoc.load(path.with_suffix(".byoc")))
+            self._keep(sig, reader.load(path.with_suffix(".byoc")))
         except Exception as exc:
             log.info("byoc: cached plan %s not used: %s", path.name, exc)
             return False
