@@ -13,7 +13,6 @@ C compiled on load is always byoc-ccompiler's own output, never the file's. It r
 from __future__ import annotations
 
 import base64
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,12 +20,11 @@ import onnx
 from byoc import ArtifactError, Partition
 from byoc.native import Library, field_of, pack, unpack
 
-from byoc_ccompiler.codegen import Options, Tensor, generate
+from byoc_ccompiler.codegen import SYMBOL, Options, Tensor, generate
 from byoc_ccompiler.ops import CTYPES
 
 MAGIC = b"byoc-ccompiler artifact 2\n"
 OLD_MAGIC = b"byoc-ccompiler artifact 1\n"  # no partition: its source cannot be checked
-_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _MAX_DIMS = 32
 
 
@@ -77,7 +75,7 @@ def decode(data: bytes, trust_native: bool = False) -> Artifact:
         )
     header, source, library = unpack(data, MAGIC, "ccompiler artifact")
     symbol = field_of(header, "symbol", str, "ccompiler artifact")
-    if not _SYMBOL.fullmatch(symbol):
+    if not SYMBOL.fullmatch(symbol):
         raise ArtifactError(f"ccompiler artifact: symbol {symbol!r} is not a C identifier")
     where = f"ccompiler artifact {symbol}"
     inputs, outputs = _tensors(header, "inputs", where), _tensors(header, "outputs", where)

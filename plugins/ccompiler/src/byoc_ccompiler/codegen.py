@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
@@ -27,8 +28,18 @@ import numpy as np
 from byoc import NodeView, Partition
 
 from byoc_ccompiler import __version__
-from byoc_ccompiler.ops import CTYPES, OPS, Emit, divides_integers, emit, literal, output_dtype
+from byoc_ccompiler.ops import (
+    CTYPES,
+    OPS,
+    Emit,
+    ctype,
+    divides_integers,
+    emit,
+    literal,
+    output_dtype,
+)
 
+SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # the partition's name: its C symbol
 # Constants bigger than this are refused by the checks; smaller ones are embedded as arrays.
 MAX_CONSTANT_ELEMENTS = 1 << 16
 _CHUNK = 8192  # elements of the innermost dim one OpenMP iteration handles
@@ -134,9 +145,11 @@ class _Kernel:
 
 
 def _dtype(view: NodeView) -> str:
-    """T of a node: the dtype of the input that defines it."""
-    t = view.input_type(OPS[view.op_type].t_input)
-    assert t is not None and t.dtype is not None
+    """T of a node: the dtype of the input that defines it, one the op takes (ValueError)."""
+    op = OPS[view.op_type]
+    t = view.input_type(op.t_input) if op.t_input < len(view.inputs) else None
+    if t is None or t.dtype is None or t.dtype.name not in op.dtypes:
+        raise ValueError(f"node {view.name!r:.80} ({view.op_type}) on {t}: not one of {op.dtypes}")
     return t.dtype.name
 
 
@@ -144,6 +157,8 @@ def generate(partition: Partition, options: Options) -> tuple[str, list[Tensor],
     """The C source of a partition and its signature (inputs, outputs)."""
     graph = partition.graph
     symbol = partition.name
+    if not isinstance(symbol, str) or not SYMBOL.fullmatch(symbol):
+        raise ValueError(f"partition name {symbol!r:.80} is not a C identifier")
     views: list[NodeView] = []
     for step in partition.steps():
         if not isinstance(step, NodeView):
@@ -221,7 +236,10 @@ def _joined(head: str, items: list[str], tail: str, indent: str = "") -> str:
 
 
 def _text(name: str) -> str:
-    """A value or node name, safe inside a C comment."""
+    """A value or node name (free text from the model) inside a C comment: JSON-quoted (ASCII,
+    no newline, no unescaped quote) and never ``*/``. The one way text from the partition
+    reaches the C; everything else there is an identifier of ours, a C type of CTYPES, an
+    expression of OPS or a number through ``literal``."""
     return json.dumps(name).replace("*/", "*\\/")
 
 
@@ -241,7 +259,7 @@ def _const_array(cname: str, value: np.ndarray) -> list[str]:
     flat = [literal(v, dtype) for v in value.reshape(-1).tolist()]
     rows = [", ".join(flat[i : i + 8]) for i in range(0, len(flat), 8)]
     body = ",\n  ".join(rows)
-    return [f"static const {CTYPES[dtype]} {cname}[{len(flat)}] = {{\n  {body}\n}};", ""]
+    return [f"static const {ctype(dtype)} {cname}[{len(flat)}] = {{\n  {body}\n}};", ""]
 
 
 def _strides(shape: tuple[int, ...], target: tuple[int, ...]) -> list[int]:
@@ -285,11 +303,9 @@ def _kernel_source(
     dims, strides = collapse(shape, [_strides(by_cname[c].shape, shape) for c in operands])
     offset = {c: s for c, s in zip(operands, strides, strict=True)}
     params = [
-        f"const {CTYPES[by_cname[c].dtype]} *restrict {c}"
-        for c in reads
-        if not by_cname[c].is_const
+        f"const {ctype(by_cname[c].dtype)} *restrict {c}" for c in reads if not by_cname[c].is_const
     ]
-    params += [f"{CTYPES[b.dtype]} *restrict {b.cname}" for b in kernel.writes.values()]
+    params += [f"{ctype(b.dtype)} *restrict {b.cname}" for b in kernel.writes.values()]
     names = ", ".join(f"{v.op_type} {_text(v.name)}" for v in kernel.views)
     kind = "int" if kernel.divides else "void"
     lines = [
@@ -345,7 +361,7 @@ def _kernel_source(
             if buf.dtype == "bool":
                 load = f"(uint8_t)({load} != 0)"
             loaded[buf.cname] = f"x{len(loaded)}"
-            lines.append(f"{pad}const {CTYPES[buf.dtype]} {loaded[buf.cname]} = {load};")
+            lines.append(f"{pad}const {ctype(buf.dtype)} {loaded[buf.cname]} = {load};")
         atoms[value] = loaded[buf.cname]
     for k, view in enumerate(kernel.views):
         args: list[str | None] = []
@@ -366,7 +382,7 @@ def _kernel_source(
         out = view.outputs[0]
         atoms[out] = f"t{k}"
         lines.append(f"{pad}/* {view.op_type} {_text(view.name)} -> {_text(out)} */")
-        lines.append(f"{pad}const {CTYPES[out_dtype]} t{k} = {emit(view.op_type, e)};")
+        lines.append(f"{pad}const {ctype(out_dtype)} t{k} = {emit(view.op_type, e)};")
         if divides_integers(view.op_type, dtype):
             lines.append(f"{pad}zero_divisor |= {e.b} == 0;")
         if out in kernel.writes:
@@ -386,18 +402,18 @@ def _subgraph(
     intermediates: list[str],
     buffers: dict[str, _Buffer],
 ) -> list[str]:
-    params = [f"const {CTYPES[t.dtype]} *restrict in{k}" for k, t in enumerate(inputs)]
-    params += [f"{CTYPES[t.dtype]} *restrict out{k}" for k, t in enumerate(outputs)]
+    params = [f"const {ctype(t.dtype)} *restrict in{k}" for k, t in enumerate(inputs)]
+    params += [f"{ctype(t.dtype)} *restrict out{k}" for k, t in enumerate(outputs)]
     lines = [
         "/* The subgraph: allocates the intermediates and runs the kernels in order. */",
         _joined(f"static int {symbol}_", params, " {"),
     ]
     temps = [buffers[v] for v in intermediates]
     for b in temps:
-        ctype = CTYPES[b.dtype]
+        c = ctype(b.dtype)
         lines.append(
-            f"  {ctype} *{b.cname} = ({ctype} *)malloc({math.prod(b.shape)} * "
-            f"sizeof({ctype}));  /* {_text(next(v for v in intermediates if buffers[v] is b))} */"
+            f"  {c} *{b.cname} = ({c} *)malloc({math.prod(b.shape)} * "
+            f"sizeof({c}));  /* {_text(next(v for v in intermediates if buffers[v] is b))} */"
         )
     if temps:
         frees = " ".join(f"free({b.cname});" for b in temps)
@@ -430,8 +446,8 @@ def _wrapper(symbol: str, inputs: list[Tensor], outputs: list[Tensor]) -> list[s
         " * integer Div divided by zero (onnxruntime fails there: the outputs are not valid). */",
         f"int {symbol}(void *const *args) {{",
     ]
-    casts = [f"(const {CTYPES[t.dtype]} *)args[{k}]" for k, t in enumerate(inputs)]
-    casts += [f"({CTYPES[t.dtype]} *)args[{len(inputs) + k}]" for k, t in enumerate(outputs)]
+    casts = [f"(const {ctype(t.dtype)} *)args[{k}]" for k, t in enumerate(inputs)]
+    casts += [f"({ctype(t.dtype)} *)args[{len(inputs) + k}]" for k, t in enumerate(outputs)]
     lines.append(_joined(f"return {symbol}_", casts, ";", "  "))
     lines.append("}")
     return lines

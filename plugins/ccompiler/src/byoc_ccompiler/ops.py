@@ -7,6 +7,7 @@ and returns one C expression.
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -51,7 +52,7 @@ class Emit:
         return literal(value, self.dtype)
 
     def attr(self, name: str, default: float) -> str:
-        return literal(float(self.attrs.get(name, default)), "float32")
+        return literal(self.attrs.get(name, default), "float32")
 
 
 @dataclass(frozen=True)
@@ -67,8 +68,22 @@ class Op:
     arity: tuple[int, int] = (1, 1)
 
 
+def ctype(dtype: str) -> str:
+    """The C type of a dtype: CTYPES is the closed set of types the generated C uses (a dtype
+    from the partition reaches the C only through here); ValueError for any other."""
+    if not isinstance(dtype, str) or dtype not in CTYPES:
+        raise ValueError(f"dtype {dtype!r:.40} has no C type here (ccompiler: {', '.join(CTYPES)})")
+    return CTYPES[dtype]
+
+
 def literal(value: Any, dtype: str) -> str:
-    """A C literal with exactly this value: floats in their shortest float32 spelling."""
+    """A C literal with exactly this value: floats in their shortest float32 spelling. The one
+    way a number reaches the C: ``value`` must be a number (an integer for an integer dtype;
+    never a string, whatever it spells) and ``dtype`` one of CTYPES, else ValueError."""
+    ctype(dtype)
+    integral = isinstance(value, numbers.Integral | np.bool_)
+    if not (integral or (dtype == "float32" and isinstance(value, numbers.Real))):
+        raise ValueError(f"{value!r:.40} is not a {dtype} number")
     if dtype == "float32":
         f = np.float32(value)
         if np.isnan(f):
@@ -81,7 +96,9 @@ def literal(value: Any, dtype: str) -> str:
         return f"{text}f" if f >= 0 else f"({text}f)"
     if dtype == "bool":
         return "1" if value else "0"
-    i = int(value)
+    i, bits = int(value), 32 if dtype == "int32" else 64
+    if not -(2 ** (bits - 1)) <= i < 2 ** (bits - 1):
+        raise ValueError(f"{i} does not fit {dtype}")
     if dtype == "int32":
         return str(i) if i > -(2**31) else "(-2147483647 - 1)"
     return f"INT64_C({i})" if i > -(2**63) else "(-INT64_C(9223372036854775807) - 1)"
@@ -92,7 +109,7 @@ def literal(value: Any, dtype: str) -> str:
 
 def _wrap(e: Emit, expr: str) -> str:
     """Integer arithmetic through the unsigned type: wraps like onnxruntime, never C's UB."""
-    return f"({CTYPES[e.dtype]})({expr})"
+    return f"({ctype(e.dtype)})({expr})"
 
 
 def _u(e: Emit, x: str) -> str:
@@ -195,12 +212,15 @@ def _relu(e: Emit) -> str:
 
 
 def _sign(e: Emit) -> str:
-    sign = f"({CTYPES[e.dtype]})(({e.a} > 0) - ({e.a} < 0))"
+    sign = f"({ctype(e.dtype)})(({e.a} > 0) - ({e.a} < 0))"
     return sign if e.dtype in INTS else select(f"{e.a} != {e.a}", e.a, sign, e.dtype)
 
 
 def _gelu(e: Emit) -> str:
-    if e.attrs.get("approximate", "none") == "tanh":
+    approximate = e.attrs.get("approximate", "none")
+    if approximate not in ("none", "tanh"):  # the check refuses others; a loaded file too
+        raise ValueError(f"Gelu approximate={approximate!r:.40} (ccompiler: none, tanh)")
+    if approximate == "tanh":
         inner = f"0.7978845608f * ({e.a} + 0.044715f * {e.a} * {e.a} * {e.a})"
         return f"(0.5f * {e.a} * (1.0f + byoc_tanh({inner})))"
     return f"(0.5f * {e.a} * (1.0f + byoc_erf({e.a} * 0.70710678118654752f)))"
@@ -209,7 +229,7 @@ def _gelu(e: Emit) -> str:
 def _cast(e: Emit) -> str:
     if e.out_dtype == "bool":
         return f"(uint8_t)({e.a} != 0)"
-    return f"({CTYPES[e.out_dtype]}){e.a}"
+    return f"({ctype(e.out_dtype)}){e.a}"
 
 
 def _compare(symbol: str) -> Callable[[Emit], str]:
@@ -221,9 +241,7 @@ def _f(template: str) -> Callable[[Emit], str]:
 
     def emit(e: Emit) -> str:
         values = {
-            k: literal(float(v), "float32")
-            for k, v in e.attrs.items()
-            if isinstance(v, float | int)
+            k: literal(v, "float32") for k, v in e.attrs.items() if isinstance(v, float | int)
         }
         return template.format(a=e.a, b=e.args[1] if len(e.args) > 1 else "", **values)
 
