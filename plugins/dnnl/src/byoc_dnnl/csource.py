@@ -24,7 +24,8 @@ from byoc import ArtifactError, native
 from byoc_dnnl import host
 from byoc_dnnl import native as dnnl_native
 from byoc_dnnl.kinds import BY_NAME, pack
-from byoc_dnnl.kinds.base import Call, dims, f32
+from byoc_dnnl.kinds.base import Call, dims, f32, identifier, literal
+from byoc_dnnl.ops import POST_ALGS, POST_KINDS
 from byoc_dnnl.runtime import run_native, threads, validate
 
 ENTRY = """
@@ -80,7 +81,7 @@ class _Writer:
     def __init__(self, graph: dict[str, Any]) -> None:
         self.graph = graph
         self.nodes: list[dict[str, Any]] = graph["nodes"]
-        self.symbol = str(graph["symbol"])
+        self.symbol = identifier(graph["symbol"], "the symbol")
         self.weight_of: dict[int, int] = {}  # const node -> index in the weights array
         for i, n in enumerate(self.nodes):
             if n["op"] == "const":
@@ -112,11 +113,10 @@ class _Writer:
         items, reads = [], []
         for p in node["post_ops"]:
             i = p.get("input", -1)
-            alg = p.get("alg", "")
-            items.append(
-                f'{{"{p["kind"]}", "{alg}", {f32(p.get("alpha", 0))}, {f32(p.get("beta", 0))}, '
-                f"{self.operand(i)}}}"
-            )
+            kind = literal(p["kind"], POST_KINDS, "post-op kind")
+            alg = literal(p.get("alg", ""), POST_ALGS[p["kind"]], f"{p['kind']} post-op algorithm")
+            alpha, beta = (f32(p.get(k, 0), f"a post-op's {k}") for k in ("alpha", "beta"))
+            items.append(f"{{{kind}, {alg}, {alpha}, {beta}, {self.operand(i)}}}")
             if p["kind"] == "sum" or (i >= 0 and i not in self.weight_of):
                 reads.append(i)
         return "Posts{" + ", ".join(items) + "}", reads
@@ -286,17 +286,13 @@ void {s}_destroy(void *state) {{ delete (State *)state; }}
 """
 
 
-SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
-
-
 def generate(graph: dict[str, Any], weights: Mapping[str, np.ndarray]) -> str:
     """The C++ file of a JSON graph (see the module's docstring); the graph is validated
     first, attributes included, so only checked values reach the C++."""
     validate(graph, weights)
     graph = host.split(graph, weights)[0]
     nodes = graph["nodes"]
-    if not SYMBOL.fullmatch(str(graph.get("symbol"))):
-        raise ArtifactError(f"dnnl artifact: symbol {graph.get('symbol')!r} is not a C identifier")
+    identifier(graph.get("symbol"), "the symbol")
     ids = {i: i for i in range(len(nodes))}
     for i, n in enumerate(nodes):
         if n["op"] == "kernel":

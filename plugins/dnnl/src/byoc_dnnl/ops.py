@@ -36,6 +36,9 @@ ELTWISE_ALGS = {
 DST_TYPES = ("float32", "uint8", "int8")
 INT_RANGES = {"uint8": (0, 255), "int8": (-128, 127)}  # the integers u8 and s8 hold
 BINARY_ALGS = {"add": "binary_add", "sub": "binary_sub", "mul": "binary_mul", "div": "binary_div"}
+# Each post-op kind's algorithms (a post-op's ``alg``): a sum names none (``alg`` absent or "";
+# the native code ignores it).
+POST_ALGS = {"eltwise": tuple(ELTWISE_ALGS), "sum": ("",), "binary": tuple(BINARY_ALGS)}
 # Prefixes of oneDNN implementations far slower than onnxruntime's kernels: its reference kernels
 # (plain C loops: a binary op on a blocked layout, a softmax over an outer axis) and pooling's
 # scalar loop over plain NCHW (a 3x3 max pool over 192x55x55: 4 ms, against 0.03 ms for its jit

@@ -31,7 +31,7 @@ from byoc_dnnl.kinds import (
     shape,
 )
 from byoc_dnnl.kinds.base import Composite, Kind, Lower, LowerComposite, Op, bad, number
-from byoc_dnnl.ops import ALG_IDS, POST_IDS
+from byoc_dnnl.ops import ALG_IDS, POST_ALGS, POST_IDS, POST_KINDS
 
 # Composite patterns are tried in this order of families, each family's most specific first.
 FAMILIES = (int8, conv, matmul, norm, eltwise, binary, pool, shape, resample, rnn, hosted)
@@ -141,8 +141,8 @@ def lowerings() -> tuple[dict[str, Lower], dict[str, LowerComposite | None]]:
 def validate_kernel(i: int, node: dict[str, Any]) -> None:
     """Check a kernel node's structure (kind, references, post-ops), or ArtifactError."""
     kind = node.get("kind")
-    if kind not in BY_NAME:
-        raise bad(f"node {i} has unknown kernel kind {kind!r}")
+    if kind not in NAMES:  # a tuple: any JSON value may be looked up
+        raise bad(f"node {i} has unknown kernel kind {kind!r:.80}")
     inputs = node.get("inputs")
     if not isinstance(inputs, list) or not all(isinstance(v, int) for v in inputs):
         raise bad(f"node {i}: inputs must be a list of node ids")
@@ -151,6 +151,11 @@ def validate_kernel(i: int, node: dict[str, Any]) -> None:
     attrs = node.get("attrs")
     if not isinstance(attrs, dict):
         raise bad(f"node {i}: attrs must be an object")
+    members = node.get("members", [])
+    if not isinstance(node.get("name"), str) or not isinstance(members, list):
+        raise bad(f"node {i}: a kernel's name must be a string and its members a list")
+    if not all(isinstance(m, str) for m in members):
+        raise bad(f"node {i}: members must be ONNX node names, got {members!r:.80}")
     validate = BY_NAME[kind].validate
     if validate is not None:
         validate(i, node)
@@ -158,16 +163,25 @@ def validate_kernel(i: int, node: dict[str, Any]) -> None:
     if not isinstance(posts, list) or len(posts) > 16:
         raise bad(f"node {i}: post_ops must be a list (at most 16)")
     for p in posts:
-        if not isinstance(p, dict) or p.get("kind") not in POST_IDS:
+        if not isinstance(p, dict) or p.get("kind") not in POST_KINDS:  # a tuple: any value
             raise bad(f"node {i}: bad post-op {p!r:.80}")
-        if p["kind"] != "eltwise" and (
-            not isinstance(p.get("input"), int) or not 0 <= p["input"] < i
-        ):
+        if p.get("alg", "") not in POST_ALGS[p["kind"]]:
+            known = ", ".join(POST_ALGS[p["kind"]]) or "none"
+            raise bad(
+                f"node {i}: unknown {p['kind']} post-op algorithm {p.get('alg')!r:.80} "
+                f"(known: {known})"
+            )
+        if p["kind"] == "eltwise":
+            if "input" in p:
+                raise bad(f"node {i}: an eltwise post-op reads no input")
+        elif not _node_id(p.get("input")) or not 0 <= p["input"] < i:
             raise bad(f"node {i}: a post-op reads a node that does not come before it")
-        if p["kind"] == "eltwise" and p.get("alg") not in ALG_IDS["eltwise"]:
-            raise bad(f"node {i}: unknown eltwise algorithm {p.get('alg')!r}")
-        if p["kind"] == "binary" and p.get("alg") not in ALG_IDS["binary"]:
-            raise bad(f"node {i}: unknown binary algorithm {p.get('alg')!r}")
+        for key in ("alpha", "beta"):
+            number(p.get(key, 0.0), f"node {i} post-op {key}")
+
+
+def _node_id(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def pack(i: int, node: dict[str, Any], ids: dict[int, int]) -> tuple[list[int], list[float]]:

@@ -4,7 +4,8 @@ share to pack and check a kernel's parameters and to write its C++ call."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+import re
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -159,12 +160,53 @@ def window(a: dict[str, Any], nd: int) -> list[int]:
 
 
 # -- writing C++ --------------------------------------------------------------------------------
+# Every string the C source mode writes is a name of one of ops.py's closed tables, quoted by
+# ``literal``, or a C identifier checked by ``identifier``; every number is an int or a finite
+# float32 checked by ``integer`` and ``f32``. Text from the model (node names) only reaches a
+# ``//`` comment or an error message, through csource's ``_comment``.
+
+_PLAIN = re.compile(r"[a-z0-9_]*")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
 
-def dims(shape: Sequence[int]) -> str:
-    return "{" + ", ".join(str(int(d)) for d in shape) + "}"
+def literal(value: Any, table: Collection[str], what: str) -> str:
+    """``value`` as a C string literal, when it is a name of ``table`` (one of ops.py's closed
+    tables); else ArtifactError. The one way a name from the graph reaches the C++."""
+    if not isinstance(value, str) or value not in table:
+        known = ", ".join(repr(name) for name in table)
+        raise bad(f"unknown {what} {value!r:.80}: byoc-dnnl knows {known}")
+    if not _PLAIN.fullmatch(value):  # the tables' names are plain: nothing to escape
+        raise RuntimeError(f"byoc_dnnl.ops: the {what} {value!r} is not a plain name")
+    return f'"{value}"'
 
 
-def f32(x: Any) -> str:
-    """A float32 as an exact C++ literal (hexadecimal)."""
-    return f"{float(np.float32(x)).hex()}f"
+def identifier(value: Any, what: str) -> str:
+    """``value`` when it is a C identifier (of at most 64 characters); else ArtifactError."""
+    if not isinstance(value, str) or not _IDENTIFIER.fullmatch(value):
+        raise bad(f"{what} {value!r:.80} is not a C identifier")
+    return value
+
+
+def integer(value: Any, what: str) -> str:
+    """An int as a C++ literal; ArtifactError for anything else (a bool, a string, a float)
+    or an int out of int64's range."""
+    if not isinstance(value, int) or isinstance(value, bool) or not -(1 << 63) < value < 1 << 63:
+        raise bad(f"{what} must be an integer, got {value!r:.40}")
+    return str(value)
+
+
+def dims(shape: Any, what: str = "a dimension") -> str:
+    """A list of ints as a C++ initializer list (``{1, 8, 10, 12}``)."""
+    if not isinstance(shape, list | tuple):
+        raise bad(f"{what} must be a list of integers, got {shape!r:.80}")
+    return "{" + ", ".join(integer(d, what) for d in shape) + "}"
+
+
+def f32(x: Any, what: str = "a number") -> str:
+    """A finite number as an exact float32 C++ literal (hexadecimal); ArtifactError for
+    anything else, or a number float32 cannot hold."""
+    with np.errstate(over="ignore"):
+        value = np.float32(number(x, what))
+    if not np.isfinite(value):
+        raise bad(f"{what} {x!r:.40} is beyond float32's range")
+    return f"{float(value).hex()}f"

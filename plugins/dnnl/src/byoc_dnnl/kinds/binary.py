@@ -7,8 +7,9 @@ from typing import Any
 
 from byoc import NodeView
 
-from byoc_dnnl.kinds.base import Call, Family, Kind, Lower, Op, alg_id, dst
+from byoc_dnnl.kinds.base import Call, Family, Kind, Lower, Op, alg_id, dst, literal
 from byoc_dnnl.lowering import Lowering, reciprocal
+from byoc_dnnl.ops import BINARY_ALGS
 
 
 def _binary(node: NodeView) -> str | None:
@@ -80,7 +81,8 @@ def _params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
 
 
 def _write(c: Call) -> str:
-    return f'binary(c, "{c.attrs["alg"]}", {c.operands[0]}, {c.operands[1]}, {c.posts})'
+    alg = literal(c.attrs["alg"], BINARY_ALGS, "binary algorithm")
+    return f"binary(c, {alg}, {c.operands[0]}, {c.operands[1]}, {c.posts})"
 
 
 FAMILY = Family(

@@ -23,9 +23,11 @@ from byoc_dnnl.kinds.base import (
     alg_id,
     dst,
     f32,
+    literal,
     number,
 )
 from byoc_dnnl.lowering import Lowering
+from byoc_dnnl.ops import ELTWISE_ALGS
 
 FLT_MAX = float(np.finfo(np.float32).max)
 # The activations a convolution or a dense layer takes as a post-op in its composites.
@@ -195,7 +197,8 @@ def _lut_params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
 
 def _write_eltwise(c: Call) -> str:
     a = c.attrs
-    return f'eltwise(c, "{a["alg"]}", {f32(a["alpha"])}, {f32(a["beta"])}, {c.operands[0]})'
+    alg = literal(a["alg"], ELTWISE_ALGS, "eltwise algorithm")
+    return f"eltwise(c, {alg}, {f32(a['alpha'])}, {f32(a['beta'])}, {c.operands[0]})"
 
 
 def _write_erf(c: Call) -> str:

@@ -14,7 +14,18 @@ from byoc.patterns import Match, Pattern, const, op, wildcard
 from byoc.plan import Composite as Found
 
 from byoc_dnnl.annotate import constant, in_qdq_group, rank_of, static_f32
-from byoc_dnnl.kinds.base import Call, Composite, Family, Kind, Op, accept, f32, ints, number
+from byoc_dnnl.kinds.base import (
+    Call,
+    Composite,
+    Family,
+    Kind,
+    Op,
+    accept,
+    f32,
+    integer,
+    ints,
+    number,
+)
 from byoc_dnnl.kinds.pool import reduce_axes
 from byoc_dnnl.lowering import Lowering
 
@@ -292,25 +303,25 @@ def _lrn_params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
 
 
 def _write_softmax(c: Call) -> str:
-    return f"softmax(c, {int(c.attrs['axis'])}, {c.operands[0]})"
+    return f"softmax(c, {integer(c.attrs['axis'], 'axis')}, {c.operands[0]})"
 
 
 def _write_safe_softmax(c: Call) -> str:
-    return f"safe_softmax(c, {int(c.attrs['axis'])}, {c.operands[0]})"
+    return f"safe_softmax(c, {integer(c.attrs['axis'], 'axis')}, {c.operands[0]})"
 
 
 def _write_layernorm(c: Call) -> str:
     op = c.operands
-    return f"layernorm(c, {f32(c.attrs['epsilon'])}, {op[0]}, {op[1]}, {op[2]})"
+    return f"layernorm(c, {f32(c.attrs['epsilon'], 'epsilon')}, {op[0]}, {op[1]}, {op[2]})"
 
 
 def _write_batchnorm(c: Call) -> str:
-    return f"batchnorm(c, {f32(c.attrs['epsilon'])}, {', '.join(c.operands)})"
+    return f"batchnorm(c, {f32(c.attrs['epsilon'], 'epsilon')}, {', '.join(c.operands)})"
 
 
 def _write_lrn(c: Call) -> str:
-    params = ", ".join(f32(c.attrs[k]) for k in ("alpha", "beta", "bias"))
-    return f"lrn(c, {int(c.attrs['size'])}, {params}, {c.operands[0]})"
+    params = ", ".join(f32(c.attrs[k], k) for k in ("alpha", "beta", "bias"))
+    return f"lrn(c, {integer(c.attrs['size'], 'size')}, {params}, {c.operands[0]})"
 
 
 FAMILY = Family(

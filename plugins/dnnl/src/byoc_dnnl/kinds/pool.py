@@ -9,8 +9,20 @@ from typing import Any
 from byoc import NodeView
 
 from byoc_dnnl.annotate import onnx_axes, rank_of
-from byoc_dnnl.kinds.base import Call, Family, Kind, Lower, Op, alg_id, dims, ints, window
+from byoc_dnnl.kinds.base import (
+    Call,
+    Family,
+    Kind,
+    Lower,
+    Op,
+    alg_id,
+    dims,
+    ints,
+    literal,
+    window,
+)
 from byoc_dnnl.lowering import Lowering
+from byoc_dnnl.ops import POOL_ALGS, REDUCE_ALGS
 
 
 def _pool(node: NodeView) -> str | None:
@@ -161,11 +173,13 @@ def _reduce_params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]
 def _write_pool(c: Call) -> str:
     keys = ("kernel", "strides", "dilations", "pads_begin", "pads_end")
     geometry = ", ".join(dims(c.attrs[k]) for k in keys)
-    return f'pool(c, "{c.attrs["alg"]}", {c.operands[0]}, {c.shape}, {geometry})'
+    alg = literal(c.attrs["alg"], POOL_ALGS, "pooling algorithm")
+    return f"pool(c, {alg}, {c.operands[0]}, {c.shape}, {geometry})"
 
 
 def _write_reduce(c: Call) -> str:
-    return f'reduce(c, "{c.attrs["alg"]}", {c.operands[0]}, {c.shape})'
+    alg = literal(c.attrs["alg"], REDUCE_ALGS, "reduce algorithm")
+    return f"reduce(c, {alg}, {c.operands[0]}, {c.shape})"
 
 
 FAMILY = Family(

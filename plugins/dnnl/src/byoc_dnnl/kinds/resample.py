@@ -12,8 +12,9 @@ import numpy as np
 from byoc import NodeView
 
 from byoc_dnnl.annotate import onnx_axes, rank_of
-from byoc_dnnl.kinds.base import Call, Family, Kind, Op, alg_id
+from byoc_dnnl.kinds.base import Call, Family, Kind, Op, alg_id, literal
 from byoc_dnnl.lowering import Lowering
+from byoc_dnnl.ops import RESAMPLE_ALGS
 
 
 def _resize(node: NodeView) -> str | None:
@@ -109,7 +110,8 @@ def _params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float]]:
 
 
 def _write(c: Call) -> str:
-    return f'resample(c, "{c.attrs["alg"]}", {c.operands[0]}, {c.shape})'
+    alg = literal(c.attrs["alg"], RESAMPLE_ALGS, "resample algorithm")
+    return f"resample(c, {alg}, {c.operands[0]}, {c.shape})"
 
 
 FAMILY = Family(

@@ -11,7 +11,7 @@ import numpy as np
 from byoc import NodeView
 
 from byoc_dnnl.annotate import onnx_axes, permutation, rank_of, refusal
-from byoc_dnnl.kinds.base import Call, Family, Kind, Op, dims, ints
+from byoc_dnnl.kinds.base import Call, Family, Kind, Op, dims, integer, ints
 from byoc_dnnl.lowering import Lowering
 
 
@@ -233,7 +233,8 @@ def _shuffle_params(i: int, node: dict[str, Any]) -> tuple[list[int], list[float
 
 
 def _write_concat(c: Call) -> str:
-    return f"concat(c, {int(c.attrs['axis'])}, {{{', '.join(c.operands)}}}, {c.shape})"
+    axis = integer(c.attrs["axis"], "axis")
+    return f"concat(c, {axis}, {{{', '.join(c.operands)}}}, {c.shape})"
 
 
 def _write_transpose(c: Call) -> str:
@@ -247,7 +248,7 @@ def _write_slice(c: Call) -> str:
 
 
 def _write_shuffle(c: Call) -> str:
-    return f"shuffle(c, {int(c.attrs['groups'])}, {c.operands[0]})"
+    return f"shuffle(c, {integer(c.attrs['groups'], 'groups')}, {c.operands[0]})"
 
 
 FAMILY = Family(
