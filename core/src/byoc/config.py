@@ -225,11 +225,12 @@ def load_config(config: Config | Mapping[str, Any] | str | os.PathLike[str] | No
         tool = data.get("tool", {})
         if not isinstance(tool, dict):
             raise ConfigError(f"{path}: 'tool' must be a table, got {tool!r}")
-        data = tool.get("byoc")
-        if data is None:
+        table = tool.get("byoc")
+        if table is None:
             raise ConfigError(f"{path} has no [tool.byoc] table")
-        if not isinstance(data, dict):
-            raise ConfigError(f"{path}: 'tool.byoc' must be a table, got {data!r}")
+        if not isinstance(table, dict):
+            raise ConfigError(f"{path}: 'tool.byoc' must be a table, got {table!r}")
+        data = table
     return _parse(data, path)
 
 
