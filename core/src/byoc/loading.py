@@ -159,8 +159,9 @@ def specialize(
     _check_opsets(proto)
     _check_attributes(proto.graph)
     _check_ranges(proto.graph)
+    light = _weightless(proto)
     try:
-        inferred = onnx.shape_inference.infer_shapes(_weightless(proto), data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(light, data_prop=_short_vectors(light))
     except Exception as exc:
         raise ModelError(f"ONNX shape inference failed on the model: {exc}") from exc
     # Keep the main graph's inferred types only: what inference writes into If/Loop bodies can
@@ -292,6 +293,23 @@ def _check_attributes(graph: onnx.GraphProto) -> None:
         for a in node.attribute:
             for sub in [a.g] if a.HasField("g") else list(a.graphs):
                 _check_attributes(sub)
+
+
+# Elements of a 1-D value: ONNX data propagation walks each one of a 1-D value that an Add,
+# Mul, Cast, Concat or Gather reads (half a second a million; a declared [2**40], forever).
+_MAX_PROPAGATED = 1 << 18
+
+
+def _short_vectors(proto: onnx.ModelProto) -> bool:
+    """No 1-D value the main graph declares (inputs, outputs, value_info, initializers) is
+    longer than ``_MAX_PROPAGATED``: then shape inference may propagate values (a Shape's,
+    through Gather and Concat, to a Reshape). Without it, ``complete_shapes`` fills in what
+    inference leaves unknown."""
+    g = proto.graph
+    dims = [list(t.dims) for t in g.initializer]
+    for v in [*g.input, *g.output, *g.value_info]:
+        dims.append([d.dim_value for d in v.type.tensor_type.shape.dim])
+    return all(len(d) != 1 or d[0] <= _MAX_PROPAGATED for d in dims)
 
 
 _MAX_RANGE = 1 << 28  # elements: ONNX shape inference computes a constant Range's values

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import time
 import warnings
 
 import byoc
@@ -193,6 +194,20 @@ def test_a_range_of_a_trillion_elements_is_a_model_error_at_once():
     )
     with pytest.raises(byoc.ModelError, match=r"Range.*would make 1099511627776 elements"):
         byoc.partition(m, {"backends": []})
+
+
+def test_a_long_vector_does_not_stall_shape_inference():
+    """ONNX data propagation walks each element of a 1-D value that a Concat or an Add reads:
+    a model file declaring ``x: [2**40]`` kept loading forever, one of ``[2**23]`` took 20 s
+    (found by core/tests/fuzz/test_fuzz_model.py)."""
+    m = make_model(
+        [node("Concat", ["x", "x"], "c", axis=0), node("Add", ["c", "c"], "y")], {"x": [2**23]}, []
+    )
+    m.graph.output.append(onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None))
+    start = time.monotonic()
+    plan = byoc.partition(m, {"backends": []})
+    assert time.monotonic() - start < 5
+    assert plan.graph.type_of("y").shape == (2**24,)
 
 
 def test_outputs_declared_without_a_shape_take_the_inferred_one():
