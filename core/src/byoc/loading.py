@@ -3,6 +3,7 @@ it and fill in its value types (ONNX shape inference, completed by ``byoc.probe`
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -320,13 +321,12 @@ def _check_ranges(graph: onnx.GraphProto) -> None:
     (with data propagation) would compute a Range to 2**40 for minutes and gigabytes."""
     scalars: dict[str, float] = {}
     for t in graph.initializer:
-        if len(t.dims) == 0 or list(t.dims) == [1]:
-            scalars[t.name] = float(numpy_helper.to_array(t).reshape(-1)[0])
+        if len(t.dims) <= 1 and (value := _number(t)) is not None:
+            scalars[t.name] = value
     for node in graph.node:
         if node.op_type == "Constant" and node.attribute and node.attribute[0].HasField("t"):
-            value = numpy_helper.to_array(node.attribute[0].t)
-            if value.size == 1:
-                scalars[node.output[0]] = float(value.reshape(-1)[0])
+            if (value := _number(node.attribute[0].t)) is not None:
+                scalars[node.output[0]] = value
         if node.op_type == "Range" and all(n in scalars for n in node.input[:3]):
             start, limit, delta = (scalars[n] for n in node.input[:3])
             count = np.ceil((limit - start) / delta) if delta else np.inf
@@ -335,6 +335,21 @@ def _check_ranges(graph: onnx.GraphProto) -> None:
                     f"node '{node.name}' (Range) would make {count:.0f} elements "
                     f"({start:g} to {limit:g} by {delta:g}); at most {_MAX_RANGE} are allowed"
                 )
+
+
+def _number(t: onnx.TensorProto) -> float | None:
+    """The value of a one-element tensor of numbers; None for any other tensor (strings,
+    complex numbers, external data, data that does not fit its dims: shape inference cannot
+    read those either, and onnxruntime refuses the last)."""
+    if t.data_location == onnx.TensorProto.EXTERNAL or math.prod(t.dims) != 1:
+        return None
+    try:
+        value = numpy_helper.to_array(t)
+    except (ValueError, TypeError):
+        return None
+    if value.size != 1 or value.dtype.kind not in "biuf":
+        return None
+    return float(value.reshape(-1)[0])
 
 
 def _check_initializers(graph: onnx.GraphProto) -> None:

@@ -196,6 +196,29 @@ def test_a_range_of_a_trillion_elements_is_a_model_error_at_once():
         byoc.partition(m, {"backends": []})
 
 
+@pytest.mark.parametrize(
+    ("elem", "values"),
+    [
+        (onnx.TensorProto.STRING, [b"abc"]),
+        (onnx.TensorProto.COMPLEX64, [1 + 2j]),
+        (onnx.TensorProto.FLOAT, [1.0, 2.0]),  # two values for a scalar: onnxruntime refuses
+    ],
+)
+def test_a_scalar_initializer_that_is_no_real_number_is_no_range_bound(elem, values):
+    """The Range check read every scalar initializer as a float: a string one was a
+    ValueError from inside byoc (found by core/tests/fuzz/test_fuzz_model.py)."""
+    helper = onnx.helper
+    graph = helper.make_graph(
+        [node("Identity", ["s"], "y")],
+        "g",
+        [],
+        [helper.make_tensor_value_info("y", elem, [])],
+        [helper.make_tensor("s", elem, [], values)],
+    )
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=10)
+    assert byoc.partition(m, {"backends": []}).fallback_nodes == ["y"]
+
+
 def test_a_long_vector_does_not_stall_shape_inference():
     """ONNX data propagation walks each element of a 1-D value that a Concat or an Add reads:
     a model file declaring ``x: [2**40]`` kept loading forever, one of ``[2**23]`` took 20 s
