@@ -324,9 +324,9 @@ def _check_ranges(graph: onnx.GraphProto) -> None:
         if len(t.dims) <= 1 and (value := _number(t)) is not None:
             scalars[t.name] = value
     for node in graph.node:
-        if node.op_type == "Constant" and node.attribute and node.attribute[0].HasField("t"):
-            if (value := _number(node.attribute[0].t)) is not None:
-                scalars[node.output[0]] = value
+        constant = node.op_type == "Constant" and node.attribute and node.attribute[0].HasField("t")
+        if constant and (value := _number(node.attribute[0].t)) is not None:
+            scalars[node.output[0]] = value
         if node.op_type == "Range" and all(n in scalars for n in node.input[:3]):
             start, limit, delta = (scalars[n] for n in node.input[:3])
             count = np.ceil((limit - start) / delta) if delta else np.inf
