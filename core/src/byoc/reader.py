@@ -479,7 +479,7 @@ class Manifest:
             if name in out:
                 raise self._bad(f"'{key}' names '{name}' twice")
             dtype, shape = item.get("dtype"), item.get("shape")
-            if dtype is not None and dtype not in DTYPES:
+            if dtype is not None and (not isinstance(dtype, str) or dtype not in DTYPES):
                 raise self._bad(f"'{key}[{i}].dtype' is not an ONNX tensor dtype: {_short(dtype)}")
             if shape is not None:
                 dims = self._list(shape, f"{key}[{i}].shape")
@@ -520,8 +520,9 @@ class Manifest:
     def _constant(self, value: Any, i: int) -> dict[str, Any]:
         entry = self._member(value, f"constants[{i}]")
         self._str(entry.get("name"), f"constants[{i}].name")
-        if entry.get("dtype") not in DTYPES or entry["dtype"] in ("object", "str"):
-            raise self._bad(f"'constants[{i}].dtype' is not a numeric dtype")
+        dtype = entry.get("dtype")
+        if not isinstance(dtype, str) or dtype not in DTYPES or dtype in ("object", "str"):
+            raise self._bad(f"'constants[{i}].dtype' is not a numeric dtype: {_short(dtype)}")
         shape = self._list(entry.get("shape"), f"constants[{i}].shape")
         for d in shape:
             self._int(d, f"constants[{i}].shape")

@@ -159,6 +159,10 @@ def test_a_manifest_bomb_is_refused(tmp_path):
         byoc.load(bad)
 
 
+CONSTANT = {"name": "k", "dtype": "int64", "shape": [1], "member": "k.bin", "size": 8}
+CONSTANT["sha256"] = "0" * 64
+
+
 @pytest.mark.parametrize(
     ("edit", "words"),
     [
@@ -169,6 +173,11 @@ def test_a_manifest_bomb_is_refused(tmp_path):
         (lambda m: m["units"][0].update(inputs=["nowhere"]), "reads 'nowhere'"),
         (lambda m: m["backends"][0].update(name="nosuch"), "which 'backends' does not list"),
         (lambda m: m.update(outputs=[]), "no outputs"),
+        # a dtype that is a list or an object was a TypeError (unhashable), found by the fuzzer
+        (lambda m: m["inputs"][0].update(dtype=["float32"]), "not an ONNX tensor dtype"),
+        (lambda m: m["outputs"][0].update(dtype={}), "not an ONNX tensor dtype"),
+        (lambda m: m["constants"].append({**CONSTANT, "dtype": ["int64"]}), "not a numeric dtype"),
+        (lambda m: m["constants"].append({**CONSTANT, "dtype": "str"}), "not a numeric dtype"),
     ],
 )
 def test_an_edited_manifest_is_an_artifact_error(saved, tmp_path, edit, words):
