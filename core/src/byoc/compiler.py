@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import onnx
@@ -28,11 +28,13 @@ from byoc.inputs import given_shapes
 from byoc.loading import TooLarge, read_model
 from byoc.pipeline import ModelLike, partition
 from byoc.placement import Placer
-from byoc.plan import FALLBACK, Partition
+from byoc.plan import FALLBACK, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
 
 BF16 = onnx.TensorProto.BFLOAT16
+VERIFIED_PLANS = 3  # the most placement's check builds: the plan, one backend's whole region,
+# and plain onnxruntime (Placer.verify)
 
 
 def compile(
@@ -83,21 +85,58 @@ def _compile(
         return compile(other, c, registry=reg)  # the same placement for other input shapes
 
     vetoes: dict[str, dict[str, str]] = {}
-    while True:  # a backend's codegen may refuse nodes (NodesRefused): partition without them
+    # a backend's codegen may refuse nodes (NodesRefused): partition without them; each
+    # refusal vetoes a backend on nodes it claimed (``refuse``), so these rounds end
+    rounds = len(first.decisions) * max(1, len(ctx.tables)) + 1
+    for _ in range(rounds):
         try:
             placer = Placer(plan, ctx, progress, vetoes)
             decided = placer.decide(inputs)
             compiled = build(decided, ctx, progress=progress, reuse=placer.reuse, variants=variants)
             then = placer.verify(compiled)
-            while then is not None:  # one backend's whole region once, or plain onnxruntime
+            for _ in range(VERIFIED_PLANS - 1):  # one backend's whole region, plain onnxruntime
+                if then is None:
+                    break
                 compiled = build(then, ctx, progress=progress, variants=variants)
                 then = placer.verify(compiled)
+            if then is not None:
+                why = f"placement's check asked for more than {VERIFIED_PLANS} plans"
+                return _on_onnxruntime(first, ctx, why, progress, variants)
             if compiled.plan is not None:
                 compiled.plan.graph = None  # placement's analysis, what backends cached of it
             return compiled
         except NodesRefused as exc:
             refuse(vetoes, exc)
             plan = partition(first, ctx, vetoes=vetoes)
+    why = f"backends refused nodes at codegen in {rounds} rounds of partitioning"
+    return _on_onnxruntime(first, ctx, why, progress, variants)
+
+
+def _on_onnxruntime(
+    first: Plan,
+    ctx: Context,
+    why: str,
+    progress: ProgressFn | None,
+    variants: Callable[[onnx.ModelProto, Config], CompiledModel],
+) -> CompiledModel:
+    """The model as plain onnxruntime (every node vetoed for every backend), where the rounds
+    of partitioning and checking did not end as they must (a bug in byoc or a backend): the
+    path that cannot be wrong or slow, said in one line."""
+    warnings.warn(
+        f"{why}: running the model on onnxruntime (a bug in byoc: please report it with the model)",
+        stacklevel=4,
+    )
+    vetoes = {
+        node: dict.fromkeys(ctx.tables, f"returned to onnxruntime: {why}")
+        for node in first.decisions
+    }
+    plan = partition(first, ctx, vetoes=vetoes)
+    mode = ctx.config.compile["placement"]
+    plan.placement = Placement(mode, note=f"every partition runs on onnxruntime: {why}")
+    compiled = build(plan, ctx, progress=progress, variants=variants)
+    if compiled.plan is not None:
+        compiled.plan.graph = None
+    return compiled
 
 
 def _whole_file(path: str, ctx: Context, why: TooLarge) -> CompiledModel:

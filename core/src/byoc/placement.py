@@ -37,25 +37,33 @@ line saying why. Every verdict lands in ``Plan.placement`` and, for returned nod
 refusals, so ``byoc explain`` and ``byoc partition`` show it. Timings are cached in the user
 cache dir, keyed by the partition's content, backend, version and native build, the backend's
 and the fallback's settings, and the host (``byoc.host``): a second compile of the same model
-times nothing but still runs each partition once to check it.
+times nothing but still runs each partition once to check it. The cache is data byoc may not
+have written: an entry that is not a small regular file, or that ``read_entry`` refuses (a
+field of the wrong type or range, nodes other than those it is read for), is a miss, with one
+line. Step 4's rounds are bounded, and where they cannot settle (a round vetoes nothing new:
+a bug) every partition goes to onnxruntime, with one line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
 import math
 import os
+import re
+import reprlib
+import stat
 import statistics
 import tempfile
 import time
 import warnings
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, overload
 
 import numpy as np
 import onnx
@@ -105,6 +113,10 @@ _REPORT = " (a bug in byoc: please report it with the model)"
 MEMORY_PER_WEIGHT_BYTE = 16  # measured placement's peak memory at most, per byte of weights
 MEMORY_BASE = 1 << 29  # and the libraries and buffers around them: 0.5 GB
 MEMORY_RESERVE = 1 << 31  # checking stops below 2 GiB available, or half of it at the start
+
+
+class _Unsettled(Exception):
+    """Placement's rounds of partitioning cannot settle (``Placer._settle``): a bug in byoc."""
 
 
 class _Unrunnable(Exception):
@@ -233,6 +245,12 @@ class Placer:
         except _Unrunnable as exc:  # the model fails on these inputs, or a segment on load
             given = inputs is not None and exc.advice is _GIVE_INPUTS  # the user's: say no more
             return self._unchecked(str(exc), "" if given else exc.advice)
+        except _Unsettled as exc:  # in either mode: what kept nothing it checked keeps nothing
+            note = f"every partition runs on onnxruntime: {exc}"
+            warnings.warn(f"placement: {note}{_REPORT}", stacklevel=3)
+            return self._on_onnxruntime(
+                f"returned to onnxruntime: {exc}", Placement(mode, note=note)
+            )
         tried = list(verdicts.values())
         failed = [m for m in tried if m.failure is not None]
         if failed:
@@ -325,8 +343,16 @@ class Placer:
         return self.built.pop(self._key(unit), None) if unit.backend != FALLBACK else None
 
     def _settle(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> None:
-        """Rounds of try (and time) and veto until every partition of the plan is kept."""
-        while self.plan.partitions:
+        """Rounds of try (and time) and veto until every partition of the plan is kept. Each
+        round vetoes a backend on nodes it claimed (the partitions that lost are cut from what
+        it may claim), so there are at most as many rounds as nodes times backends. A round
+        that vetoes nothing new cannot change the plan, and would repeat for ever: that (a
+        bug, or a verdict about other nodes, which ``read_entry`` keeps out of the cache) ends
+        placement with ``_Unsettled``, as does reaching the bound."""
+        bound = len(self.read.decisions) * max(1, len(self.tables)) + 1
+        for _ in range(bound):
+            if not self.plan.partitions:
+                return
             trials = self._reference(feeds, self.plan)
             round_: list[Measurement] = []
             for i, unit in enumerate(self.plan.partitions, start=1):
@@ -344,12 +370,19 @@ class Placer:
             losers = [m for m in round_ if not m.kept]
             if not losers:
                 return
+            vetoed = sum(map(len, self.vetoes.values()))
             for m in losers:
                 for node in m.nodes:
                     self.vetoes.setdefault(node, {})[m.backend] = m.summary()
                     if m.failure is None:
                         self.slower.setdefault(node, set()).add(m.backend)
+            if sum(map(len, self.vetoes.values())) == vetoed:
+                raise _Unsettled(
+                    f"{losers[0].partition} ({losers[0].backend}) lost on nodes its backend "
+                    "may not claim already, so partitioning again cannot change the plan"
+                )
             self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
+        raise _Unsettled(f"the plan did not settle in {bound} rounds of partitioning")
 
     def _search_or_stay(self, feeds: dict[str, Any], verdicts: dict[str, Measurement]) -> bool:
         """``_search``; where it cannot finish (the machine runs low on memory while it runs
@@ -624,22 +657,21 @@ class Placer:
         the plan changed), its candidates' cached timings kept for ``explain``; None to search
         (none cached, [compile] remeasure, or older than remeasure_after days). Each partition
         of the plan it leads to is still checked and run once, as every cached verdict is."""
-        entry = None if self.cfg.compile["remeasure"] else self.cache.get_json(key)
-        try:
-            age = (time.time() - float(entry["measured_at"])) / 86400  # type: ignore[index]
-            vetoes, candidates = entry["vetoes"], list(entry["candidates"])  # type: ignore[index]
-        except (TypeError, KeyError, ValueError):
+        if self.cfg.compile["remeasure"]:
             return None
-        if age >= self.cfg.compile["remeasure_after"] or not isinstance(vetoes, dict | None):
+        entry = self.cache.get_search(key, model=self.read.decisions)
+        if entry is None:
             return None
-        for key_ in map(str, candidates):
-            m = self._cached(key_)
+        if (time.time() - entry.measured_at) / 86400 >= self.cfg.compile["remeasure_after"]:
+            return None
+        for key_ in entry.candidates:
+            m = self._cached(key_, None, self.tables)
             if m is not None:
                 self.shown[key_] = m
-        if vetoes is None:
+        if entry.vetoes is None:
             return False
         self.vetoes.clear()  # in place: the compile's own dict (codegen refusals join it)
-        self.vetoes.update(vetoes)
+        self.vetoes.update(entry.vetoes)
         self.plan = partition(self.read, self.ctx, vetoes=self.vetoes)
         return True
 
@@ -709,7 +741,8 @@ class Placer:
         elif not self.measured_mode:
             m = Measurement(unit.name, unit.backend, nodes, 0.0, 0.0, True)
         else:
-            m = self._cached(timed) or self._time(unit, made[1], trial)  # type: ignore[index]
+            cached = self._cached(timed, nodes, (unit.backend,))
+            m = cached or self._time(unit, made[1], trial)  # type: ignore[index]
             if not m.cached and not m.disturbed:
                 self.cache.put(timed, m)
         self.options[key] = dict(unit.options)
@@ -911,10 +944,15 @@ class Placer:
             return hi < threshold
         return m.backend_ms <= m.needed_ms() and hi < m.threshold(margin=False)
 
-    def _cached(self, key: str) -> Measurement | None:
-        """A cached measurement, judged with this compile's margin; none with remeasure, nor
-        when its verdict was unclear and it is older than [compile] remeasure_after days."""
-        m = None if self.cfg.compile["remeasure"] else self.cache.get(key)
+    def _cached(
+        self, key: str, nodes: list[str] | None, backends: Collection[str]
+    ) -> Measurement | None:
+        """A cached measurement of exactly ``nodes`` (None: of some nodes of the model) on one
+        of ``backends``, judged with this compile's margin; none with remeasure, nor when its
+        verdict was unclear and it is older than [compile] remeasure_after days."""
+        if self.cfg.compile["remeasure"]:
+            return None
+        m = self.cache.get(key, nodes=nodes, backends=backends, model=self.read.decisions)
         if m is None:
             return None
         m.kept = self._wins(m)
@@ -1056,7 +1094,7 @@ class Placer:
         if failure is not None:  # each partition's outputs were close, the model's are not
             return Measurement("the compiled model", "byoc", nodes, 0, 0, False, failure=failure)
         key = self._whole_key()
-        cached = self._cached(key)
+        cached = self._cached(key, nodes, ("byoc",))
         if cached is not None:  # an unclear one only until remeasure_after days (_cached)
             return cached
         if self.progress is not None:
@@ -1349,30 +1387,296 @@ def host_id() -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+MAX_ENTRY_BYTES = 16 << 20  # a larger cache entry is not byoc's: a search entry, the largest,
+# holds a veto and its reason per node and backend (10,000 nodes, three backends: about 5 MB)
+_KEY = re.compile(r"(search-)?[0-9a-f]{64}(-\w+)?")  # what _key, _whole_key, _search_key make
+
+
+class BadEntry(ValueError):
+    """A measurement cache entry byoc would not have written: damaged, edited, or about other
+    nodes than those it is read for. The message says what is wrong, in one line."""
+
+
+@dataclass(frozen=True)
+class SearchEntry:
+    """A search's outcome as cached: the vetoes it applied (None: the plan stayed), the cache
+    keys of its candidates' measurements, and when it searched (``time.time()``)."""
+
+    vetoes: dict[str, dict[str, str]] | None
+    candidates: list[str]
+    measured_at: float
+
+
+@overload
+def read_entry(
+    raw: bytes | str | Mapping[str, Any],
+    kind: Literal["measurement"] = ...,
+    *,
+    nodes: Sequence[str] | None = None,
+    backends: Collection[str] | None = None,
+    model: Collection[str] | None = None,
+) -> Measurement: ...
+
+
+@overload
+def read_entry(
+    raw: bytes | str | Mapping[str, Any],
+    kind: Literal["search"],
+    *,
+    nodes: Sequence[str] | None = None,
+    backends: Collection[str] | None = None,
+    model: Collection[str] | None = None,
+) -> SearchEntry: ...
+
+
+def read_entry(
+    raw: bytes | str | Mapping[str, Any],
+    kind: Literal["measurement", "search"] = "measurement",
+    *,
+    nodes: Sequence[str] | None = None,
+    backends: Collection[str] | None = None,
+    model: Collection[str] | None = None,
+) -> Measurement | SearchEntry:
+    """A cache entry (its JSON text, or the object it parses to) checked field by field
+    against what byoc writes (``_MEASUREMENT``, ``_SEARCH``), or ``BadEntry``, the only
+    exception it raises. A measurement's ``nodes`` must be exactly ``nodes`` and its backend
+    one of ``backends`` where given; every node it names (a measurement's, a search's
+    vetoed ones) must be one of ``model`` where given: a verdict on other nodes would veto
+    nodes the plan does not hold, and placement would partition again to the same plan."""
+    if isinstance(raw, bytes | str):
+        if len(raw) > MAX_ENTRY_BYTES:
+            raise _too_large(len(raw))
+        try:
+            data = json.loads(raw)
+        except (ValueError, RecursionError) as exc:  # UnicodeDecodeError is a ValueError
+            raise BadEntry(f"it is not JSON ({str(exc)[:100]})") from None
+    else:
+        data = raw
+    if not isinstance(data, Mapping):
+        raise BadEntry(f"it holds {_shown(data)}, not a JSON object")
+    schema = _MEASUREMENT if kind == "measurement" else _SEARCH
+    unknown = [k for k in data if k not in schema]
+    if unknown:
+        raise BadEntry(f"it has the field {_shown(unknown[0])}, which a {kind} has not")
+    required = _REQUIRED if kind == "measurement" else set(_SEARCH)
+    missing = sorted(required - set(data))
+    if missing:
+        raise BadEntry(f"it has no {missing[0]!r}")
+    fields = {k: schema[k](v, k) for k, v in data.items()}
+    named = list(fields["nodes"]) if kind == "measurement" else list(fields["vetoes"] or {})
+    if model is not None:
+        stranger = next((n for n in named if n not in model), None)
+        if stranger is not None:
+            raise BadEntry(f"it names the node {_shown(stranger)}, which the model has not")
+    if kind == "search":
+        return SearchEntry(**fields)
+    m = Measurement(**fields)
+    if nodes is not None and m.nodes != list(nodes):
+        raise BadEntry(
+            f"its nodes {_shown(m.nodes)} are not the {len(nodes)} node(s) {_shown(list(nodes))} "
+            "it is read for"
+        )
+    if backends is not None and m.backend not in backends:
+        raise BadEntry(f"its backend {_shown(m.backend)} is not {' or '.join(backends)}")
+    return m
+
+
+def _too_large(size: int) -> BadEntry:
+    return BadEntry(f"it holds {size} bytes, more than MAX_ENTRY_BYTES ({MAX_ENTRY_BYTES})")
+
+
+def _shown(value: Any) -> str:
+    """A value as a warning shows it: its repr, cut short."""
+    return reprlib.repr(value)
+
+
+def _text(value: Any, name: str) -> str:
+    if not isinstance(value, str):
+        raise BadEntry(f"{name} is {_shown(value)}, not a string")
+    return value
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise BadEntry(f"{name} is {_shown(value)}, not true or false")
+    return value
+
+
+def _number(value: Any, name: str, most: float = math.inf) -> float:
+    """A finite number from 0 to ``most``."""
+    try:
+        x = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else -1
+    except OverflowError:  # an integer of hundreds of digits
+        x = math.inf
+    if not (math.isfinite(x) and 0 <= x <= most):
+        span = f"from 0 to {most:.10g}" if math.isfinite(most) else ">= 0"
+        raise BadEntry(f"{name} is {_shown(value)}, not a finite number {span}")
+    return x
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 31:
+        raise BadEntry(f"{name} is {_shown(value)}, not a count")
+    return value
+
+
+def _moment(value: Any, name: str) -> float:
+    """A ``time.time()`` no later than tomorrow (a later one would never grow old)."""
+    return _number(value, name, most=time.time() + 86400)
+
+
+def _names(value: Any, name: str) -> list[str]:
+    """A list of distinct strings: node names."""
+    if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+        raise BadEntry(f"{name} is {_shown(value)}, not a list of node names")
+    if len(set(value)) != len(value):
+        raise BadEntry(f"{name} names a node twice")
+    return value
+
+
+def _interval(value: Any, name: str) -> tuple[float, float] | None:
+    if value is None:
+        return None
+    if not isinstance(value, list | tuple) or len(value) != 2:
+        raise BadEntry(f"{name} is {_shown(value)}, not null or [low, high]")
+    lo, hi = (_number(v, name) for v in value)
+    if lo > hi:
+        raise BadEntry(f"{name} is {_shown(value)}: its low end is above its high end")
+    return lo, hi
+
+
+def _optional(check: Callable[[Any, str], Any]) -> Callable[[Any, str], Any]:
+    return lambda value, name: None if value is None else check(value, name)
+
+
+def _vetoes(value: Any, name: str) -> dict[str, dict[str, str]] | None:
+    """null, or ``{node: {backend: reason}}``."""
+    if value is None:
+        return None
+    ok = isinstance(value, dict) and all(
+        isinstance(node, str)
+        and isinstance(by, dict)
+        and all(isinstance(b, str) and isinstance(r, str) for b, r in by.items())
+        for node, by in value.items()
+    )
+    if not ok:
+        raise BadEntry(f"{name} is {_shown(value)}, not null or {{node: {{backend: reason}}}}")
+    return {node: dict(by) for node, by in value.items()}
+
+
+def _keys(value: Any, name: str) -> list[str]:
+    """Cache keys (file names byoc made, never a path)."""
+    if not isinstance(value, list) or not all(
+        isinstance(k, str) and _KEY.fullmatch(k) for k in value
+    ):
+        raise BadEntry(f"{name} is {_shown(value)}, not a list of cache keys")
+    return value
+
+
+# Every field of a Measurement as the cache holds it (not ``cached``: how it was read), and of
+# a search's entry, with what checks it: a field added to Measurement must be added here
+# (tests/test_placement_cache.py says so).
+_MEASUREMENT: dict[str, Callable[[Any, str], Any]] = {
+    "partition": _text,
+    "backend": _text,
+    "nodes": _names,
+    "backend_ms": _number,
+    "onnxruntime_ms": _number,
+    "kept": _flag,
+    "call_ms": _number,
+    "interval": _interval,
+    "samples": _count,
+    "clear": _flag,
+    "measured_at": _moment,
+    "failure": _optional(_text),
+    "margin": functools.partial(_number, most=1.0),
+    "precision": _text,
+    "precision_note": _text,
+    "others": _optional(_number),
+    "disturbed": _flag,
+}
+_REQUIRED = {f.name for f in dataclasses.fields(Measurement) if f.default is dataclasses.MISSING}
+_SEARCH: dict[str, Callable[[Any, str], Any]] = {
+    "vetoes": _vetoes,
+    "candidates": _keys,
+    "measured_at": _moment,
+}
+
+
 class MeasurementCache:
-    """Measurements on disk, one small JSON file per key, written atomically; a damaged or
-    foreign file reads as missing."""
+    """Measurements on disk, one small JSON file per key, written atomically. An entry is
+    read only from a regular file (no symlink, device or FIFO) of at most MAX_ENTRY_BYTES,
+    and only as ``read_entry`` passes it; any other reads as missing, with one line saying
+    why, and the next measurement under its key replaces it."""
 
     def __init__(self, root: Path | None = None) -> None:
         self.root = root if root is not None else cache_root()
 
-    def get(self, key: str) -> Measurement | None:
+    def get(
+        self,
+        key: str,
+        *,
+        nodes: Sequence[str] | None = None,
+        backends: Collection[str] | None = None,
+        model: Collection[str] | None = None,
+    ) -> Measurement | None:
+        """The measurement under ``key`` (``read_entry``'s checks), or None."""
         try:
-            m = Measurement(**self.get_json(key))
-        except TypeError:
+            raw = self.read(key)
+            m = (
+                None
+                if raw is None
+                else read_entry(raw, nodes=nodes, backends=backends, model=model)
+            )
+        except BadEntry as exc:
+            self._ignored(key, exc)
             return None
-        times = (m.backend_ms, m.onnxruntime_ms, m.call_ms)
-        if not all(isinstance(t, int | float) and t >= 0 for t in times):
-            return None  # edited or damaged: measure again
-        m.cached = True
+        if m is not None:
+            m.cached = True
         return m
 
-    def get_json(self, key: str) -> Any:
-        """The JSON stored under ``key``; None when missing or damaged."""
+    def get_search(self, key: str, *, model: Collection[str] | None = None) -> SearchEntry | None:
+        """The search's outcome under ``key`` (``read_entry``'s checks), or None."""
         try:
-            return json.loads((self.root / f"{key}.json").read_text())
-        except (OSError, ValueError):
+            raw = self.read(key)
+            return None if raw is None else read_entry(raw, "search", model=model)
+        except BadEntry as exc:
+            self._ignored(key, exc)
             return None
+
+    def read(self, key: str) -> bytes | None:
+        """The bytes stored under ``key``; None when there are none; ``BadEntry`` when they
+        are not a regular file of at most MAX_ENTRY_BYTES (a symlink to /dev/zero would be
+        read for ever, a FIFO would wait for a writer)."""
+        if not _KEY.fullmatch(key):
+            raise BadEntry(f"{key!r} is not a cache key")
+        path = self.root / f"{key}.json"
+        flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):  # not even opened
+                raise BadEntry("it is not a regular file (a symlink, a device or a FIFO?)")
+            fd = os.open(path, flags)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise BadEntry(f"it cannot be read ({exc.strerror})") from None
+        try:
+            with os.fdopen(fd, "rb") as fh:
+                st = os.fstat(fh.fileno())
+                if not stat.S_ISREG(st.st_mode):  # swapped since lstat
+                    raise BadEntry("it is not a regular file")
+                if st.st_size > MAX_ENTRY_BYTES:
+                    raise _too_large(st.st_size)
+                return fh.read(MAX_ENTRY_BYTES + 1)  # read_entry refuses more (it grew)
+        except OSError as exc:
+            raise BadEntry(f"it cannot be read ({exc.strerror})") from None
+
+    def _ignored(self, key: str, why: BadEntry) -> None:
+        warnings.warn(
+            f"measurement cache: {self.root / key}.json is ignored: {why}; measuring again "
+            "(the next measurement replaces it)",
+            stacklevel=4,
+        )
 
     def put(self, key: str, m: Measurement) -> None:
         self.put_json(key, {k: v for k, v in vars(m).items() if k != "cached"})
