@@ -82,6 +82,20 @@ def test_partition_says_why_nothing_was_claimed_on_symbolic_dims(tmp_path):
     assert "0 of 1 nodes claimed" in done.stdout and "symbolic" not in done.stdout
 
 
+def test_run_takes_other_sizes_of_a_dim_only_shapes_fixed(tmp_path):
+    """[shapes] fixes a default, not a contract: the model's own dims decide what runs."""
+    model = make_model([node("Abs", ["x"], ["y"], "abs1")], {"x": ["N", 4]}, ["y"])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(model, path)
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text('backends = ["examplejson"]\n[shapes]\nx = [1, 4]\n')
+    x = tmp_path / "x.npy"
+    np.save(x, -np.ones((2, 4), np.float32))
+    done = byoc_cli("run", path, "-c", cfg, "--input", f"x={x}")
+    assert done.returncode == 0, done.stderr
+    assert "y: float32[2, 4]" in done.stdout
+
+
 def test_compare_passes_and_reports_json(tmp_path):
     model, cfg = diamond_files(tmp_path)
     done = byoc_cli("compare", model, "-c", cfg, "--json")

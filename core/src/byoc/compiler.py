@@ -50,10 +50,11 @@ def compile(
     Every backend partition is run once on ``inputs`` (``random_inputs`` for those not given:
     valid by construction where the graph says what an input is); one that fails goes back to
     onnxruntime. With measured placement (the default) so does one whose outputs differ from
-    onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime. Input
-    dims that ``[shapes]`` leaves symbolic take the sizes ``inputs`` give them, as if
-    ``[shapes]`` said so: backends that need static shapes may claim the model, other shapes
-    compile again on first use, and a saved file runs these shapes only.
+    onnxruntime's beyond ``[compare]`` rtol/atol, or that does not beat onnxruntime. Symbolic
+    input dims take the sizes ``inputs`` give them, as if ``[shapes]`` said so (where
+    ``[shapes]`` says otherwise, the inputs win: it fixes a default, not a contract): backends
+    that need static shapes may claim the model, other shapes compile again on first use, and
+    a saved file runs these shapes only.
     ``progress(index, total, unit_name)``, when given, is called before each unit is compiled
     or measured (``byoc.progress.TerminalProgress`` draws a bar on a terminal). ``registry``:
     the plugins to use (default: ``byoc.registry()``, the installed ones).
@@ -71,9 +72,9 @@ def _compile(
     model: ModelLike, ctx: Context, inputs: Mapping[str, Any] | None, progress: ProgressFn | None
 ) -> CompiledModel:
     if inputs is not None:  # [shapes] for the dims the inputs give, as the user's own
-        model = read_model(model)
+        model = read_model(model)  # ([shapes] is a default: where the inputs differ, they win)
         given = given_shapes(declared_inputs(model), inputs)
-        fixed = {k: v for k, v in given.items() if k not in ctx.config.shapes}
+        fixed = {k: v for k, v in given.items() if ctx.config.shapes.get(k) != v}
         if fixed:
             shapes = {**ctx.config.shapes, **fixed}
             ctx = dataclasses.replace(ctx, config=dataclasses.replace(ctx.config, shapes=shapes))
