@@ -353,24 +353,57 @@ def _number(t: onnx.TensorProto) -> float | None:
 
 
 def _check_initializers(graph: onnx.GraphProto) -> None:
-    """Initializers have a known element type and as many bytes as their dims need."""
-    for t in graph.initializer:
-        try:
-            dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
-        except (KeyError, TypeError, ValueError):
-            raise ModelError(
-                f"initializer '{t.name}' has an unknown element type {t.data_type}"
-            ) from None
-        if t.data_location == onnx.TensorProto.EXTERNAL or not t.HasField("raw_data"):
+    """Initializers, and the values of Constant nodes, have a known element type and as much
+    data as their dims need (onnx's reader would fail on them deep inside byoc); a Constant
+    node has one value."""
+    tensors = [(t, f"initializer '{t.name}'") for t in graph.initializer]
+    for node in graph.node:
+        if node.op_type != "Constant" or node.domain not in ("", "ai.onnx"):
             continue
-        if any(d < 0 for d in t.dims):
-            raise ModelError(f"initializer '{t.name}' has a negative dim: {list(t.dims)}")
-        need = int(np.prod(t.dims, dtype=object)) * dtype.itemsize
-        if dtype.kind != "O" and t.data_type not in _PACKED and len(t.raw_data) != need:
+        if len(node.attribute) != 1:
             raise ModelError(
-                f"initializer '{t.name}' has {len(t.raw_data)} bytes of data, but its dims "
+                f"node '{node.name}' (Constant) has {len(node.attribute)} attributes; a "
+                "Constant has exactly one, its value"
+            )
+        if node.attribute[0].HasField("t"):
+            tensors.append((node.attribute[0].t, f"the value of node '{node.name}' (Constant)"))
+    for t, what in tensors:
+        _check_tensor(t, what)
+
+
+_TYPED_FIELDS = [
+    "float_data", "int32_data", "string_data", "int64_data", "double_data", "uint64_data",
+]  # fmt: skip
+_COMPLEX = {onnx.TensorProto.COMPLEX64, onnx.TensorProto.COMPLEX128}  # two numbers an element
+
+
+def _check_tensor(t: onnx.TensorProto, what: str) -> None:
+    try:
+        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(t.data_type))
+    except (KeyError, TypeError, ValueError):
+        raise ModelError(f"{what} has an unknown element type {t.data_type}") from None
+    if t.HasField("segment"):
+        raise ModelError(f"{what} is a segment of a tensor, which onnx cannot read")
+    if t.data_location == onnx.TensorProto.EXTERNAL or t.data_type in _PACKED:
+        return
+    if any(d < 0 for d in t.dims):
+        raise ModelError(f"{what} has a negative dim: {list(t.dims)}")
+    count = int(np.prod(t.dims, dtype=object))
+    if t.HasField("raw_data"):
+        need = count * dtype.itemsize
+        if dtype.kind != "O" and len(t.raw_data) != need:
+            raise ModelError(
+                f"{what} has {len(t.raw_data)} bytes of data, but its dims "
                 f"{list(t.dims)} and type {dtype} need {need}"
             )
+        return
+    stored = sum(len(getattr(t, f)) for f in _TYPED_FIELDS)
+    need = count * (2 if t.data_type in _COMPLEX else 1)
+    if stored != need:
+        raise ModelError(
+            f"{what} has {stored} value(s), but its dims {list(t.dims)} and type {dtype} need "
+            f"{need}"
+        )
 
 
 def _parse(data: bytes, where: str) -> onnx.ModelProto:
