@@ -23,7 +23,7 @@ from byoc.loading import load_model
 from byoc.testing.build import make_model, node
 from byoc.testing.kit import assert_matches_onnxruntime
 from byoc.testing.models import MODELS
-from byoc_openvino import annotate, artifact, plugin, runtime, trial
+from byoc_openvino import annotate, artifact, plugin, query, runtime, trial
 from onnx import helper
 
 STATIC = {"compile": {"placement": "static"}}
@@ -464,9 +464,10 @@ def _in_child(script: str, tmp_path: Path) -> str:
     prelude = (
         "import warnings, byoc, numpy as np, onnx\n"
         "from pathlib import Path\n"
-        "from byoc_openvino import annotate, trial\n"
-        "annotate._binary_after_group_norm = lambda node: None\n"
-        "annotate._never_shown = lambda graph: set()\n"
+        "from byoc_openvino import query, rules, trial\n"
+        "from byoc_openvino.rules import fusions as f\n"
+        "rules.RULES = tuple(r for r in rules.RULES if r.check is not f._binary_after_group_norm)\n"
+        "query._never_shown = lambda graph: set()\n"
         f"trial.root = lambda: Path({str(tmp_path / 'trials')!r})\n"
     )
     done = subprocess.run([sys.executable, "-c", prelude + script], capture_output=True, text=True)
@@ -1040,7 +1041,7 @@ def test_a_graph_queried_is_not_kept_alive() -> None:
     (and its weights), so does the cache (each compile of gpt2-kv kept 120 MB before)."""
     graph = byoc.Partition("p", "openvino", [], [], [], small_model()).graph
     annotate.check(graph.view(0))  # the whole graph queried, and cached
-    assert graph in annotate._supports
+    assert graph in annotate._facts
     alive = weakref.ref(graph)
     del graph
     gc.collect()
@@ -1051,11 +1052,11 @@ def test_per_node_query_agrees_with_the_whole_graph_query(real_model: Any) -> No
     path = real_model("P1")
     model = load_model(path, MODELS["P1"].shapes)
     graph = byoc.Partition("p", "openvino", [], [], [], model).graph
-    whole = annotate.Support(graph)
+    whole = query.Support(graph)
     views = [graph.view(i) for i in range(len(graph.nodes)) if i not in graph.const_nodes]
     assert all(v.name in whole.reasons for v in views)  # every node traced, none asked alone
     for view in views[:60]:
-        assert annotate.ask_alone(view) == whole.reasons[view.name], view.name
+        assert query.ask_alone(view) == whole.reasons[view.name], view.name
 
 
 def test_annotating_a_thousand_nodes_is_quick() -> None:
@@ -1205,7 +1206,7 @@ def test_codegen_failure_returns_the_partition_to_onnxruntime(monkeypatch: Any) 
         raise RuntimeError("no conversion today")
 
     partition = byoc.partition(small_model(), config()).partitions[0]
-    monkeypatch.setattr(runtime.annotate, "convert", broken)
+    monkeypatch.setattr(runtime.handles, "convert", broken)
     with pytest.raises(BackendError, match="no conversion today"):
         plugin.byoc_codegen("openvino", partition, dict(plugin_defaults()))
     reg = byoc.Registry(only=["openvino"])  # the default backends: fail safe

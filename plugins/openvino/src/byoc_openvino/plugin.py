@@ -8,9 +8,11 @@ from typing import Any
 import byoc
 from byoc import ArtifactError, BackendError, ConfigError, Partition
 
-from byoc_openvino import __version__, annotate
+from byoc_openvino import __version__, annotate, handles
 from byoc_openvino.artifact import PRECISIONS, Artifact, decode, encode, signature
-from byoc_openvino.runtime import Runtime, compile_partition, has_bf16, key
+from byoc_openvino.handles import build_id, has_bf16
+from byoc_openvino.rules import INT_LIMIT
+from byoc_openvino.runtime import Runtime, compile_partition, key
 
 NAME = "openvino"
 # The loading machine's settings: a .byoc file never carries them.
@@ -51,21 +53,12 @@ def _available() -> str | None:
     except Exception as exc:  # ImportError, or a broken native library
         return f"openvino cannot be imported: {exc}"
     try:
-        devices = annotate.core().available_devices
+        devices = handles.core().available_devices
     except Exception as exc:
         return f"OpenVINO {openvino.__version__} cannot list its devices: {exc}"
-    if annotate.DEVICE not in devices:
+    if handles.DEVICE not in devices:
         return f"OpenVINO {openvino.__version__} has no CPU device here (it has {devices})"
     return None
-
-
-def build_id() -> str:
-    """The OpenVINO that compiles and runs the partitions: a new one is timed again."""
-    try:
-        import openvino
-    except Exception:
-        return "openvino unavailable"
-    return f"openvino {openvino.get_version()}"
 
 
 @byoc.hookimpl
@@ -87,7 +80,7 @@ def byoc_register_backends(register: Any) -> None:
         softmax_masks=True,
         # it computes int64 in int32 and int32 through float32: larger integers run on
         # onnxruntime, so nodes reading a model's token ids or masks can be claimed
-        int_limit=annotate.INT_LIMIT,
+        int_limit=INT_LIMIT,
         precisions={"bf16": {"precision": "bf16"}},  # [compile] precision = "bf16"
         build=build_id,
         description="OpenVINO: partitions compiled by OpenVINO's ONNX frontend and CPU plugin",

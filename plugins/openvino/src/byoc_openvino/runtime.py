@@ -8,10 +8,9 @@ request of the calling thread: one request per thread, so many threads can run o
 at once. The outputs are the copies OpenVINO makes of its output tensors, as plain OpenVINO's
 ``request.infer(...)`` returns them: fresh arrays the caller owns.
 
-Measured against plain OpenVINO (issue #50): binding a fresh numpy array to every output on
-every run cost 35 us of a 0.6 ms model (the CPU plugin rebinds its output memory), more than
-copying the outputs out; binding a new input tensor costs 30 us, so an input array already bound
-to this thread's request is not bound again (the request reads its values at each run).
+No array is bound to an output (the CPU plugin would rebind its output memory on every run,
+which costs more than the copy), and an input array already bound to this thread's request is
+not bound again: the request reads its values at each run.
 """
 
 from __future__ import annotations
@@ -26,8 +25,10 @@ import onnx
 from byoc import BackendError, InputError
 from byoc.graph import Graph
 
-from byoc_openvino import annotate, trial
+from byoc_openvino import handles, trial
 from byoc_openvino.artifact import Artifact, Tensor
+from byoc_openvino.handles import has_bf16
+from byoc_openvino.rules.values import moved_from
 
 # byoc's precision names -> OpenVINO's INFERENCE_PRECISION_HINT ("dynamic": OpenVINO decides).
 HINTS = {"f32": "f32", "bf16": "bf16", "dynamic": None}
@@ -61,11 +62,6 @@ def key(config: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(sorted(properties(config).items()))
 
 
-def has_bf16() -> bool:
-    caps = annotate.core().get_property(annotate.DEVICE, "OPTIMIZATION_CAPABILITIES")
-    return "BF16" in caps
-
-
 def compile_partition(artifact: Artifact, config: Mapping[str, Any]) -> Runtime:
     """The artifact compiled by this machine's OpenVINO; BackendError when it cannot be."""
     where = f"partition {artifact.symbol} (backend openvino)"
@@ -79,11 +75,11 @@ def compile_partition(artifact: Artifact, config: Mapping[str, Any]) -> Runtime:
     if crashed:
         raise BackendError(f"{where}: {crashed}")
     try:
-        model = annotate.convert(artifact.model)
+        model = handles.convert(artifact.model)
     except Exception as exc:
         raise BackendError(f"{where}: OpenVINO's ONNX frontend failed: {_last(exc)}") from exc
     try:
-        compiled = annotate.core().compile_model(model, annotate.DEVICE, props)
+        compiled = handles.core().compile_model(model, handles.DEVICE, props)
     except Exception as exc:
         raise BackendError(f"{where}: OpenVINO could not compile it: {_last(exc)}") from exc
     runtime = Runtime(artifact.symbol, compiled, artifact.inputs, artifact.outputs)
@@ -102,7 +98,7 @@ def index_bounds(model: onnx.ModelProto, inputs: list[Tensor]) -> dict[int, tupl
     for node in graph.nodes:
         source = None
         if node.op_type == "Gather" and len(node.input) > 1:
-            source = annotate.moved_from(graph, node.input[1], position)
+            source = moved_from(graph, node.input[1], position)
         if source is None:
             continue
         data = graph.type_of(node.input[0])

@@ -2,7 +2,7 @@
 
 OpenVINO 2026.4 kills the process (a segfault) on some graphs, in ``query_model`` or in
 ``compile_model``: no list of such graphs can be complete. Before byoc asks OpenVINO about a
-model (``annotate``) or compiles a partition (``runtime``), ``crash`` does the same in a worker
+model (``query``) or compiles a partition (``runtime``), ``crash`` does the same in a worker
 process (compiling, then running once on inputs of zeros): if the worker dies, the caller does
 not do it in this process, and says why. The verdict is kept on disk by the model's bytes, what
 was asked, the properties and OpenVINO's version (``host.cache_root()/openvino-trials``), so a
@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import IO, Any
 
 import onnx
+
+from byoc_openvino import handles
 
 OK = "ok"
 TIMEOUT = 1800.0  # seconds a trial may take before it counts as a hang (not kept on disk)
@@ -69,10 +71,8 @@ def root() -> Path:
 
 
 def verdict_path(kind: str, data: bytes, props: dict[str, Any]) -> Path:
-    from byoc_openvino.plugin import build_id
-
     digest = hashlib.sha256()
-    for part in (kind, build_id(), json.dumps(props, sort_keys=True, default=str)):
+    for part in (kind, handles.build_id(), json.dumps(props, sort_keys=True, default=str)):
         digest.update(part.encode() + b"\0")
     digest.update(data)
     return root() / digest.hexdigest()
@@ -161,27 +161,25 @@ def _serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     stdout = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)
-    from byoc_openvino import annotate
-
     stdin = sys.stdin.buffer
     while line := stdin.readline():
         request = json.loads(line)
         data = stdin.read(request["size"])
         with contextlib.suppress(Exception):
-            _try(request["kind"], data, request["props"], annotate)
+            _try(request["kind"], data, request["props"])
         stdout.write(OK.encode() + b"\n")
         stdout.flush()
 
 
-def _try(kind: str, data: bytes, props: dict[str, Any], annotate: Any) -> None:
+def _try(kind: str, data: bytes, props: dict[str, Any]) -> None:
     import numpy as np
     import openvino
 
-    ov_model = annotate.convert(onnx.load_from_string(data))
+    ov_model = handles.convert(onnx.load_from_string(data))
     if kind == "query":
-        annotate.query(ov_model)
+        handles.query(ov_model)
         return
-    compiled = annotate.core().compile_model(ov_model, annotate.DEVICE, props)
+    compiled = handles.core().compile_model(ov_model, handles.DEVICE, props)
     request = compiled.create_infer_request()
     for k, port in enumerate(compiled.inputs):  # zeros: a valid index into any axis
         shape = port.get_partial_shape().to_shape()
