@@ -986,6 +986,23 @@ def test_resizes_empty_roi_and_scales_mean_not_given_and_stay_openvinos(by: str)
     assert len(report.plan.partitions) == 1
 
 
+def test_a_batch_of_signals_reduced_to_one_number_runs_on_openvino() -> None:
+    """The sum of a whole (N > 1, C, L) batch times a scalar: a scalar has no channel axis to
+    broadcast along wrongly, so OpenVINO runs the pair (the reduced-signal rule once raised
+    IndexError on it, which kept the ReduceSum on onnxruntime)."""
+    model = make_model(
+        [node("ReduceSum", ["x"], "t", keepdims=0), node("Mul", ["t", "half"], "y")],
+        {"x": [2, 3, 4]},
+        ["y"],
+        constants={"half": np.float32(0.5)},
+    )
+    plan = byoc.partition(model, config())
+    assert plan.decisions["t"].backend == "openvino", plan.decisions["t"].refusals
+    x = {"x": np.random.default_rng(0).standard_normal((2, 3, 4)).astype(np.float32)}
+    got = byoc.compile(model, config()).run(x)["y"]
+    np.testing.assert_allclose(got, _onnxruntime(model, x)["y"], rtol=1e-5)
+
+
 def test_a_graph_with_an_empty_tensor_is_not_openvinos() -> None:
     """OpenVINO computed a scalar wrongly (-6.3e-20 for 2.86) in a graph that also held an empty
     tensor: nodes reading or writing one stay on onnxruntime, and the scalar comes out right."""

@@ -92,7 +92,7 @@ def _reduced_signal(node: NodeView, widths: Widths) -> dict[str, Any] | None:
 
 def _per_channel(reader: NodeView, out: str, rank: int) -> bool:
     """``reader`` is a BatchNormalization, or a binary op reading ``out`` (of ``rank``) and an
-    operand that is the same for every n but not for every channel."""
+    operand that is the same for every n but not for every channel (a scalar has neither)."""
     per_channel = reader.op_type == "BatchNormalization"
     if reader.op_type in BINARIES:
         for k, name in enumerate(reader.inputs):
@@ -102,7 +102,7 @@ def _per_channel(reader: NodeView, out: str, rank: int) -> bool:
             shape = list(other.shape)
             if len(shape) <= rank:
                 shape = [1] * (rank - len(shape)) + shape
-                per_channel |= shape[0] == 1 and rank > 1 and shape[1] != 1
+                per_channel |= rank > 1 and shape[0] == 1 and shape[1] != 1
     return per_channel
 
 
