@@ -96,6 +96,35 @@ def test_run_takes_other_sizes_of_a_dim_only_shapes_fixed(tmp_path):
     assert "y: float32[2, 4]" in done.stdout
 
 
+def test_run_refuses_some_inputs_given_and_others_missing(tmp_path):
+    model = make_model([node("Add", ["x", "m"], ["y"], "add1")], {"x": [2, 4], "m": [2, 4]}, ["y"])
+    path = tmp_path / "two.onnx"
+    onnx.save(model, path)
+    x = tmp_path / "x.npy"
+    np.save(x, np.ones((2, 4), np.float32))
+    done = byoc_cli("run", path, "--input", f"x={x}")
+    assert done.returncode == 2
+    assert "--input gives x but not m" in done.stderr
+    done = byoc_cli("run", path)  # none given: random ones, said in one line
+    assert done.returncode == 0, done.stderr
+    assert "random inputs for x, m (seed 0)" in done.stderr
+
+
+def test_run_of_a_byoc_file_with_symbolic_dims_advises_only_input(tmp_path):
+    model = make_model([node("Abs", ["x"], ["y"], "abs1")], {"x": ["N", 4]}, ["y"])
+    path = tmp_path / "dyn.onnx"
+    onnx.save(model, path)
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text('backends = ["examplejson"]\n')
+    saved = tmp_path / "dyn.byoc"
+    done = byoc_cli("compile", path, "-c", cfg, "-o", saved)
+    assert done.returncode == 0, done.stderr
+    done = byoc_cli("run", saved)
+    assert done.returncode == 2
+    assert "symbolic dim 'N'" in done.stderr and "--input NAME=FILE.npy" in done.stderr
+    assert "[shapes]" not in done.stderr
+
+
 def test_compare_passes_and_reports_json(tmp_path):
     model, cfg = diamond_files(tmp_path)
     done = byoc_cli("compare", model, "-c", cfg, "--json")
@@ -171,8 +200,8 @@ def test_an_image_size_to_fix_is_named_not_guessed(tmp_path):
 
 
 def test_inputs_not_given_are_random_with_the_given_ones_dims(tmp_path):
-    """--input for some inputs: the others are random, their symbolic dims (a batch, a sequence)
-    as the given inputs have them."""
+    """compare --input for some inputs: the others are random, their symbolic dims (a batch, a
+    sequence) as the given inputs have them."""
     model = make_model(
         [node("Mul", ["ids", "mask"], "m"), node("Relu", ["m"], "y")],
         {"ids": ["batch", "seq"], "mask": ["batch", "seq"]},
@@ -191,6 +220,11 @@ def test_inputs_not_given_are_random_with_the_given_ones_dims(tmp_path):
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     assert report["outputs"][0]["shape"] == [2, 6] and report["ran"] == {"examplejson": 2}
+    # run is not compare: an input left out of --input is a mistake in the command
+    done = byoc_cli("run", tmp_path / "dyn.onnx", "-c", cfg, *given, "-o", tmp_path / "out")
+    assert done.returncode == 2 and "but not mask" in done.stderr
+    np.save(tmp_path / "mask.npy", np.ones((2, 6), np.float32))
+    given += ["--input", f"mask={tmp_path / 'mask.npy'}"]
     done = byoc_cli("run", tmp_path / "dyn.onnx", "-c", cfg, *given, "-o", tmp_path / "out")
     assert done.returncode == 0, done.stderr
     assert np.load(tmp_path / "out" / "y.npy").shape == (2, 6)

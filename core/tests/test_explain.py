@@ -81,7 +81,18 @@ def test_cli_text_json_and_backend_filter(tmp_path):
     base.append(tmp_path / "byoc.toml")
     text = subprocess.run(base, capture_output=True, text=True, timeout=120)
     assert text.returncode == 0, text.stderr
-    assert "tanh1" in text.stdout and "examplejson_1" in text.stdout
+    summary = text.stdout.splitlines()
+    assert summary[0].split() == ["op", "type", "nodes", "taken", "by", "left", "on", "onnxruntime",
+                                  "because", "(most", "often)"]  # fmt: skip
+    tanh = next(line for line in summary if line.startswith("Tanh"))
+    assert "onnxruntime 1" in tanh and "not in [backend.examplejson] ops" in tanh
+    assert "tanh1" not in text.stdout  # the node list is -v's
+    verbose = subprocess.run([*base, "-v"], capture_output=True, text=True, timeout=120)
+    assert "tanh1" in verbose.stdout and "examplejson_1" in verbose.stdout
+    one = subprocess.run([*base, "--node", "tanh1"], capture_output=True, text=True, timeout=120)
+    assert one.stdout.startswith("tanh1 (Tanh): onnxruntime_0 (onnxruntime)")
+    typo = subprocess.run([*base, "--node", "tahn1"], capture_output=True, text=True, timeout=120)
+    assert typo.returncode == 2 and "near names: tanh1" in typo.stderr
     js = subprocess.run([*base, "--json"], capture_output=True, text=True, timeout=120)
     names = [n["name"] for n in json.loads(js.stdout)["nodes"]]
     assert names == ["abs1", "relu1", "tanh1", "add1"]

@@ -173,7 +173,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
     elif fmt == "svg":
         text = render.to_svg(plan)
     else:
-        text = plan.table()
+        text = plan.table(verbose=args.verbose)
     if args.output:
         Path(args.output).write_text(text + ("" if text.endswith("\n") else "\n"))
         print(f"wrote {args.output}", file=sys.stderr)
@@ -183,7 +183,7 @@ def cmd_partition(args: argparse.Namespace) -> int:
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
-    from byoc.explain import explain_json, explain_text
+    from byoc.explain import explain_json, explain_node, explain_summary, explain_text
 
     if args.backend is not None and args.backend not in registry().backends:
         raise ByocError(
@@ -193,8 +193,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     plan = _placed_plan(args)
     if args.json:
         print(json.dumps(explain_json(plan, args.backend), indent=2))
+    elif args.node:
+        print(explain_node(plan, args.node, args.backend))
+    elif args.verbose:
+        print(explain_summary(plan, args.backend) + "\n\n" + explain_text(plan, args.backend))
     else:
-        print(explain_text(plan, args.backend))
+        print(explain_summary(plan, args.backend))
     return 0
 
 
@@ -225,6 +229,20 @@ def cmd_run(args: argparse.Namespace) -> int:
             compiled = byoc.compile(args.model, cfg, inputs=inputs, progress=progress)
     signature = Graph(compiled.plan.model) if compiled.plan is not None else compiled.inputs
     given = set(inputs or {})
+    names = signature.inputs if isinstance(signature, Graph) else list(signature)
+    missing = [n for n in names if n not in given and n not in cfg.compare["inputs"]]
+    if given and missing:  # a forgotten input is a mistake in the command, not a wish
+        raise InputError(
+            f"--input gives {', '.join(sorted(given))} but not {', '.join(missing)}: give every "
+            "input (--input NAME=FILE.npy, or the config's [compare] inputs), or none to run on "
+            "random ones"
+        )
+    if missing:
+        print(
+            f"byoc: random inputs for {', '.join(missing)} (seed {cfg.compare['seed']}); "
+            "--input NAME=FILE.npy gives real ones",
+            file=sys.stderr,
+        )
     inputs = byoc.random_inputs(  # those not given
         signature,
         cfg.shapes,
@@ -478,8 +496,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="every unit and every placement verdict"
+    )
     p = add("explain", cmd_explain, "say for every node who claimed it, or why not")
     p.add_argument("--backend", metavar="NAME", help="only this backend's partitions and reasons")
+    p.add_argument(
+        "-v", "--verbose", action="store_true", help="after the summary, every node and verdict"
+    )
+    p.add_argument("--node", metavar="NAME", help="only this node: who runs it, every reason")
     p.add_argument("--json", action="store_true", help="print one entry per node as JSON")
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     p = add("compare", cmd_compare, "compare outputs with onnxruntime (exit 1 on mismatch)")

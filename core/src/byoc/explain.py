@@ -7,9 +7,12 @@ The reasons come from the passes (``Plan.decisions``): support checks and allow-
 
 from __future__ import annotations
 
+import difflib
 import textwrap
+from collections import Counter
 from typing import Any
 
+from byoc.errors import ByocError
 from byoc.graph import Graph
 from byoc.plan import FALLBACK, Decision, Plan
 
@@ -101,6 +104,74 @@ def explain_text(plan: Plan, backend: str | None = None) -> str:
     lines.extend(_wrap(summary, ""))
     lines.extend(plan.placement_lines())
     return "\n".join(lines)
+
+
+SUMMARY_ROWS = 25  # op types explain_summary shows: the most frequent
+
+
+def explain_summary(plan: Plan, backend: str | None = None) -> str:
+    """A table per op type (the most frequent ``SUMMARY_ROWS``): how many nodes, which backend
+    took how many, and why the others stayed on onnxruntime (the most common reason); then the
+    totals and placement's main verdicts. ``explain_text`` lists every node."""
+    graph = Graph(plan.model)
+    op = {n.name: n.op_type for n in graph.nodes}
+    const = {graph.nodes[i].name for i in graph.const_nodes}
+    counts: Counter[str] = Counter()
+    taken: dict[str, Counter[str]] = {}
+    why: dict[str, Counter[str]] = {}
+    for name, d in plan.decisions.items():
+        if name in const:
+            continue
+        t = op[name]
+        counts[t] += 1
+        taken.setdefault(t, Counter())[d.backend] += 1
+        if d.backend == FALLBACK:
+            reasons = node_reasons(d, backend)
+            b, reason = reasons[0] if reasons else (ANY, "no backend is enabled to claim it")
+            who = "" if b == ANY else f"{b}: "
+            why.setdefault(t, Counter())[who + reason] += 1
+    rows = [("op type", "nodes", "taken by", "left on onnxruntime because (most often)")]
+    for t, n in counts.most_common(SUMMARY_ROWS):
+        by = ", ".join(f"{b} {k}" for b, k in taken[t].most_common())
+        reason = why[t].most_common(1)[0][0] if t in why else ""
+        rows.append((t, str(n), by, _clip(reason, 70)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    if len(counts) > SUMMARY_ROWS:
+        lines.append(f"... {len(counts) - SUMMARY_ROWS} rarer op type(s)")
+    total = sum(counts.values())
+    fallback = sum(taken[t][FALLBACK] for t in taken)
+    lines.append(
+        f"{len(plan.partitions)} partition(s); {total - fallback} of {total} nodes claimed"
+        + (f"; {len(const)} constant node(s)" if const else "")
+    )
+    lines.extend(plan.placement_lines(verbose=False))
+    lines.append("(-v lists every node and every verdict; --node NAME shows one node)")
+    return "\n".join(lines)
+
+
+def explain_node(plan: Plan, name: str, backend: str | None = None) -> str:
+    """One node: its op type, the unit that runs it, and every backend's reason."""
+    if name not in plan.decisions:
+        close = difflib.get_close_matches(name, list(plan.decisions), n=5, cutoff=0.5)
+        hint = f"; near names: {', '.join(close)}" if close else ""
+        raise ByocError(f"--node: the model has no node named '{name}'{hint}")
+    graph = Graph(plan.model)
+    d = plan.decisions[name]
+    lines = [f"{name} ({graph.nodes[graph.index[name]].op_type}): {d.owner} ({d.backend})"]
+    if d.composite:
+        lines.append(f"  in composite {d.composite}")
+    if d.constant:
+        lines.append("  a constant: folded, bound inside the units that read it")
+    for b, reason in node_reasons(d, backend):
+        who = "every backend" if b == ANY else b
+        lines.extend(_wrap(f"{who}: {reason}", "  - ", "    "))
+    return "\n".join(lines)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 3] + "..."
 
 
 def _extra(nodes: list[str], work: list[str]) -> str:

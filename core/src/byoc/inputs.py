@@ -78,10 +78,15 @@ def random_inputs(
                 dims.append(d)
             else:
                 what = "an unnamed symbolic dim" if d is None else f"a symbolic dim {d!r}"
+                example = _shapes_example(name, shape)
+                fix = (  # a loaded .byoc file's signature takes no [shapes]
+                    ""
+                    if isinstance(model, Mapping)
+                    else f"fix it in the config's [shapes] table, {example}, or "
+                )
                 raise InputError(
-                    f"input '{name}' has {what} at position {i}; fix it in the "
-                    f"config's [shapes] table, {_shapes_example(name, shape)}, or give an "
-                    "input that has it (--input)"
+                    f"input '{name}' has {what} at position {i}; {fix}give an input that has "
+                    "it (--input NAME=FILE.npy)"
                 )
         size = int(np.prod(dims, dtype=object))
         if size > MAX_RANDOM_ELEMENTS:

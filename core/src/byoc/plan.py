@@ -75,6 +75,10 @@ class Partition:
         }
 
 
+TABLE_ROWS = 20  # units ``Plan.table`` shows unless verbose: the largest
+PLACEMENT_LINES = 12  # verdicts it shows unless verbose: those that save or cost the most
+
+
 @dataclass
 class Decision:
     """Why a node ended where it did, for ``byoc explain``."""
@@ -246,10 +250,16 @@ class Plan:
         the count ``partition``, ``explain`` and ``compare`` all show."""
         return sum(1 for n in nodes if not (n in self.decisions and self.decisions[n].constant))
 
-    def table(self) -> str:
-        """A readable table of the plan, one row per partition and fallback segment."""
+    def table(self, verbose: bool = False) -> str:
+        """A readable table of the plan, one row per partition and fallback segment (the
+        largest ``TABLE_ROWS`` unless ``verbose``), a line per backend, and placement's
+        verdicts (``PLACEMENT_LINES`` of them unless ``verbose``)."""
         rows = [("unit", "backend", "nodes", "ops", "inputs", "outputs")]
-        for unit in self.schedule:
+        units = self.schedule
+        if not verbose and len(units) > TABLE_ROWS:
+            largest = sorted(units, key=lambda u: -self.work(u.nodes))[:TABLE_ROWS]
+            units = [u for u in units if u in largest]
+        for unit in units:
             ops: dict[str, int] = {}
             composites = {c.nodes[-1]: c.name for c in unit.composites}
             members = {n for c in unit.composites for n in c.nodes}
@@ -278,9 +288,14 @@ class Plan:
             "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows
         ]
         lines.insert(1, "  ".join("-" * w for w in widths))
+        if len(units) < len(self.schedule):
+            lines.append(
+                f"... {len(self.schedule) - len(units)} smaller unit(s) not shown (-v shows all)"
+            )
         work = {n for n, d in self.decisions.items() if not d.constant}
         n_nodes = len(work)
         claimed = n_nodes - len(work.intersection(self.fallback_nodes))
+        lines.extend(self.backend_lines())
         lines.append(
             f"{len(self.partitions)} partition(s), {len(self.segments)} onnxruntime segment(s); "
             f"{claimed} of {n_nodes} nodes claimed by backends"
@@ -292,8 +307,25 @@ class Plan:
         )
         if not claimed and n_nodes:
             lines.extend(self._symbolic_hint())
-        lines.extend(self.placement_lines())
+        lines.extend(self.placement_lines(verbose))
         return "\n".join(lines)
+
+    def backend_lines(self) -> list[str]:
+        """One line per backend that holds units: how many, and their nodes (constants apart,
+        counted as ``table`` and ``byoc bench`` count them)."""
+        by: dict[str, list[Partition]] = {}
+        for unit in self.schedule:
+            by.setdefault(unit.backend, []).append(unit)
+        lines = []
+        for backend, units in by.items():
+            nodes = sum(self.work(u.nodes) for u in units)
+            consts = sum(len(u.nodes) for u in units) - nodes
+            kind = "segment(s)" if backend == FALLBACK else "partition(s)"
+            lines.append(
+                f"  {backend}: {len(units)} {kind}, {nodes} node(s)"
+                + (f" + {consts} constant(s)" if consts else "")
+            )
+        return lines
 
     def _symbolic_hint(self) -> list[str]:
         """Why nothing may have been claimed: inputs left with symbolic dims."""
@@ -311,8 +343,9 @@ class Plan:
             "model through byoc.InferenceSession, which compiles the shapes an app calls with)"
         ]
 
-    def placement_lines(self) -> list[str]:
-        """What measured placement decided, one line per measured partition, then the whole
+    def placement_lines(self, verbose: bool = True) -> list[str]:
+        """What measured placement decided, one line per measured partition (the
+        ``PLACEMENT_LINES`` that save or cost the most unless ``verbose``), then the whole
         model's verdict (empty without measured placement)."""
         p = self.placement
         if p is None:
@@ -320,8 +353,17 @@ class Plan:
         if p.note:
             return [f"placement: {p.note}"]
         lines = [f"placement ({p.mode}):"] if p.measurements or p.whole else []
-        for m in p.measurements:
+        shown = p.measurements
+        if not verbose and len(shown) > PLACEMENT_LINES:
+            weight = sorted(shown, key=lambda m: -abs(m.onnxruntime_ms - m.backend_ms))
+            shown = [m for m in shown if m in weight[:PLACEMENT_LINES]]
+        for m in shown:
             lines.append(f"  {m.partition} ({self.work(m.nodes)} nodes): {m.summary()}")
+        if len(shown) < len(p.measurements):
+            lines.append(
+                f"  ... {len(p.measurements) - len(shown)} more verdict(s) on smaller time "
+                "differences (-v, or `byoc explain -v`, shows every one)"
+            )
         if p.whole is not None:
             verdict = "byoc kept" if p.whole.kept else "runs as plain onnxruntime"
             if p.whole.disturbed:
