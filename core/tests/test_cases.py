@@ -38,6 +38,15 @@ def test_diamond_does_not_make_a_cycle():
     assert all(p["backend"] == "examplejson" for p in plan["partitions"])
 
 
+def test_vetoes_keep_nodes_off_a_backend_and_unknown_names_are_an_error():
+    plan = byoc.partition(
+        diamond(), cfg("Abs", "Relu", "Add"), vetoes={"add1": {"examplejson": "no"}}
+    )
+    assert [p.nodes for p in plan.partitions] == [["abs1", "relu1"]]
+    with pytest.raises(byoc.ConfigError, match=r"first 'add_1' \(near names: add1"):
+        byoc.partition(diamond(), cfg("Abs"), vetoes={"add_1": {"examplejson": "no"}})
+
+
 def _stops_spinning(compiled: byoc.CompiledModel) -> list[str]:
     """Each onnxruntime step's session.force_spinning_stop ("" when not set)."""
     found = []

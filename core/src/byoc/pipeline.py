@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -64,7 +65,14 @@ def partition(
     ctx = resolve(config, registry)
     cfg, reg, active, skipped = ctx.config, ctx.registry, ctx.active, ctx.skipped
     source, graph = _loaded(model, cfg)  # 1. load: names, order, [shapes], inference
-    vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items() if k in graph.index}
+    unknown = [k for k in vetoes or {} if k not in graph.index]
+    if unknown:
+        close = difflib.get_close_matches(unknown[0], list(graph.index), n=3, cutoff=0.5)
+        raise ConfigError(
+            f"vetoes name {len(unknown)} node(s) the model does not have, first '{unknown[0]}'"
+            + (f" (near names: {', '.join(close)})" if close else "")
+        )
+    vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items()}
     candidates = [
         Candidate(
             a.name, reg.supported_ops(a.name, a.table), a.table["ops"], a.table["exclude_ops"]
