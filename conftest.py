@@ -1,5 +1,7 @@
 """Shared by every test directory of the repository."""
 
+import dataclasses
+
 import pytest
 from byoc import config, host
 
@@ -9,9 +11,9 @@ def static_placement_by_default():
     """Tests check what backends compute, so by default every claimed partition runs on its
     backend: with measured placement (byoc's default) which units run where would depend on
     how busy the machine is. Tests of placement ask for it in their config."""
-    kind, _, help_text, *allowed = config.COMPILE_KEYS["placement"]
+    static = dataclasses.replace(config.COMPILE_KEYS["placement"], default="static")
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(config.COMPILE_KEYS, "placement", (kind, "static", help_text, *allowed))
+        mp.setitem(config.COMPILE_KEYS, "placement", static)
         yield
 
 

@@ -25,7 +25,11 @@ class Counting:
 
     @byoc.hookimpl
     def byoc_register_backends(self, register: Any) -> None:
-        register("counting", finite_only=True, softmax_masks=self.softmax_masks, **self.declared)
+        register(
+            byoc.BackendSpec(
+                "counting", finite_only=True, softmax_masks=self.softmax_masks, **self.declared
+            )
+        )
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend: str, config: Any) -> dict[str, Any]:
@@ -187,7 +191,7 @@ class Narrow(Counting):
 
     @byoc.hookimpl
     def byoc_register_backends(self, register: Any) -> None:
-        register("counting", int_limit=1 << 24)
+        register(byoc.BackendSpec("counting", int_limit=1 << 24))
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend: str, config: Any) -> dict[str, Any]:

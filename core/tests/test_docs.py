@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 import re
 from pathlib import Path
 
-from byoc import config, hookspecs
+import pytest
+from byoc import BackendSpec, Option, backendspec, config, hookspecs
 from byoc.plugins import registry
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
@@ -52,3 +55,27 @@ def test_every_hook_is_documented():
     docs = sections(DOCS / "hooks.md")
     for name in (n for n in dir(hookspecs) if n.startswith("byoc_")):
         assert f"`{name}`" in docs, f"docs/hooks.md has no section '## `{name}`'"
+
+
+def test_every_hook_docstring_is_in_its_section():
+    docs = sections(DOCS / "hooks.md")
+    for name in (n for n in dir(hookspecs) if n.startswith("byoc_")):
+        doc = inspect.cleandoc(getattr(hookspecs, name).__doc__)
+        assert doc in docs[f"`{name}`"], f"docs/hooks.md's '## `{name}`' is not its docstring"
+
+
+def test_every_backend_spec_field_is_documented():
+    for cls in (BackendSpec, Option):
+        fields = {f.name for f in dataclasses.fields(cls)}
+        described = set(backendspec.field_docs(cls))
+        assert fields - described == set(), f"{cls.__name__} fields without ':ivar:' text"
+        assert described - fields == set(), f"{cls.__name__} ':ivar:' text of no field"
+
+
+@pytest.mark.parametrize("doc", ["hooks.md", "plugin-authors.md"])
+def test_the_field_tables_are_the_generated_ones(doc):
+    assert backendspec.reference() in (DOCS / doc).read_text(), (
+        f"docs/{doc}'s BackendSpec and Option tables differ from the fields: replace them "
+        "with the output of: python -c 'from byoc import backendspec; "
+        "print(backendspec.reference())'"
+    )

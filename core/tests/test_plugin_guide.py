@@ -30,6 +30,8 @@ from byoc import plugins
 from byoc.testing import conformance
 from byoc.testing.build import make_model, node
 
+# The guide shows the current registration: a deprecation warning from its plugin is an error.
+pytestmark = pytest.mark.filterwarnings("error::DeprecationWarning:byoc_mybackend")
 ROOT = Path(__file__).resolve().parents[2]
 GUIDE = ROOT / "docs" / "plugin-authors.md"
 _BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.M | re.S)
@@ -251,7 +253,7 @@ class InputsOnly:
 
     @byoc.hookimpl
     def byoc_register_backends(self, register: Any) -> None:
-        register("mybackend")  # the guide's backend, written naively
+        register(byoc.BackendSpec("mybackend"))  # the guide's backend, written naively
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend: str, config: Any) -> dict[str, Any]:
@@ -297,13 +299,31 @@ def test_the_other_python_blocks_run_on_their_own(monkeypatch, tmp_path, capsys)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))  # byoc.native's cache
     monkeypatch.setenv("OMP_WAIT_POLICY", os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
     found = standalone_python()
-    assert len(found) == 2, "a new block: check it here"
+    assert len(found) == 3, "a new block: check it here"
     for i, text in enumerate(found):
         try:
             exec(compile(text, f"plugin-authors.md block {i}", "exec"), {"__name__": "guide"})
         except SystemExit as exc:  # the byoc.native example finds no C compiler
             pytest.skip(str(exc))
     assert capsys.readouterr().out == "42\n"
+
+
+def test_the_options_example_registers_a_backend_with_a_local_cache_and_threads():
+    (example,) = [text for text in standalone_python() if "byoc.BackendSpec(" in text]
+    space: dict[str, Any] = {}
+    exec(compile(example, "plugin-authors.md options", "exec"), space)
+
+    class Plugin:
+        @byoc.hookimpl
+        def byoc_register_backends(self, register: Any) -> None:
+            register(space["spec"])
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)  # the guide shows the current form
+        backend = registry_of(Plugin()).backends["mylib"]
+    assert backend.local_options == {"cache_dir"}
+    table = byoc.Config(backend={"mylib": {"threads": 4}}).backend_table("mylib", backend.options)
+    assert (table["threads"], table["cache_dir"]) == (4, "")
 
 
 def test_the_pattern_example_forms_its_composite_and_its_check_refuses(project, monkeypatch):

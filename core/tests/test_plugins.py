@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -59,7 +60,7 @@ def test_a_second_distribution_claiming_a_name_fails_naming_both(tmp_path):
         import byoc
         @byoc.hookimpl
         def byoc_register_backends(register):
-            register("examplejson")
+            register(byoc.BackendSpec("examplejson"))
     """,
     )
     done = run_backends(pythonpath=tmp_path)
@@ -79,7 +80,19 @@ def test_a_plugin_that_fails_to_import_is_shown_and_the_rest_works(tmp_path):
     assert rows["examplejson"]["available"] is True
 
 
-def test_a_misspelled_hook_makes_the_plugin_broken_naming_the_hook(tmp_path):
+def test_a_misspelled_hook_or_a_malformed_spec_makes_the_plugin_broken_naming_it(tmp_path):
+    fake_distribution(
+        tmp_path,
+        "byoc-sloppy",
+        "sloppy",
+        "sloppy",
+        """
+        import byoc
+        @byoc.hookimpl
+        def byoc_register_backends(register):
+            register(byoc.BackendSpec("sloppy", options={"threads": byoc.Option(str, "", "t")}))
+    """,
+    )
     fake_distribution(
         tmp_path,
         "byoc-typo",
@@ -89,7 +102,7 @@ def test_a_misspelled_hook_makes_the_plugin_broken_naming_the_hook(tmp_path):
         import byoc
         @byoc.hookimpl
         def byoc_register_backends(register):
-            register("typo")
+            register(byoc.BackendSpec("typo"))
         @byoc.hookimpl
         def byoc_suported_ops(backend, config):
             return {"Neg": None}
@@ -100,6 +113,8 @@ def test_a_misspelled_hook_makes_the_plugin_broken_naming_the_hook(tmp_path):
     assert rows["typo"]["available"] is False
     assert "byoc_suported_ops (misspelled?)" in rows["typo"]["reason"]
     assert "byoc_supported_ops" in rows["typo"]["reason"]
+    assert rows["sloppy"]["available"] is False
+    assert "option 'threads' is one every backend has" in rows["sloppy"]["reason"]
     assert rows["examplejson"]["available"] is True
     assert "byoc_codegen" in rows["examplejson"]["hooks"]
 
@@ -129,7 +144,7 @@ def test_a_discovered_third_party_backend_claims_nodes(tmp_path):
 
         @byoc.hookimpl
         def byoc_register_backends(register):
-            register("negator", description="claims Neg")
+            register(byoc.BackendSpec("negator", description="claims Neg"))
 
         @byoc.hookimpl
         def byoc_supported_ops(backend, config):
@@ -174,7 +189,7 @@ def test_a_tvm_style_two_tuple_pattern_table_makes_a_composite(tmp_path):
 
         @byoc.hookimpl
         def byoc_register_backends(register):
-            register("negexp")
+            register(byoc.BackendSpec("negexp"))
 
         @byoc.hookimpl
         def byoc_supported_ops(backend, config):
@@ -220,7 +235,7 @@ class _Negs:
 
     @byoc.hookimpl
     def byoc_register_backends(self, register):
-        register("negs", description="in-process test backend")
+        register(byoc.BackendSpec("negs", description="in-process test backend"))
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend, config):
@@ -299,7 +314,7 @@ class Unguarded:
 
     @byoc.hookimpl
     def byoc_register_backends(self, register):
-        register(self.name)
+        register(byoc.BackendSpec(self.name))
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend, config):
@@ -334,3 +349,118 @@ def test_each_hook_call_goes_to_the_plugin_that_owns_the_backend():
     assert relu.codegens == [("relus", "relus_0")] and neg.codegens == [("negs", "negs_0")]
     with pytest.raises(byoc.PluginError, match="no installed plugin registered the backend"):
         reg.route("nosuch")
+
+
+# -- the backend contract: byoc.BackendSpec and byoc.Option ------------------------------------
+
+
+class Registering:
+    """A plugin whose registration is ``register_with(register)``."""
+
+    def __init__(self, register_with):
+        self.register_with = register_with
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register):
+        self.register_with(register)
+
+
+def test_a_spec_is_frozen_and_its_tables_read_only():
+    options = {"cache": byoc.Option(str, "", "a cache directory", local_only=True)}
+    spec = byoc.BackendSpec("frozen", options=options, exact={"careful": True})
+    options["more"] = byoc.Option(int, 0, "added after")  # the spec keeps its own copy
+    assert list(spec.options) == ["cache"] and spec.local_options == {"cache"}
+    with pytest.raises(AttributeError):
+        spec.priority = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        spec.exact["careful"] = False  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: byoc.BackendSpec("bad", priority="3"), "BackendSpec.priority must be an int"),
+        (lambda: byoc.BackendSpec("bad", available=None), "available must be a callable"),
+        (lambda: byoc.BackendSpec("bad", min_partition_nodes=0), "an int of 1 or more"),
+        (lambda: byoc.BackendSpec("", priority=1), "name must be a non-empty str"),
+        (lambda: byoc.Option(int, "0", "threads"), "'default' must be int, got '0'"),
+        (lambda: byoc.Option(str, "x", "mode", ("a", "b")), "the default 'x' is not one of"),
+        (lambda: byoc.Option(int, 0, "n", [0, 1]), "allowed must be a tuple of values or a range"),
+        (
+            lambda: byoc.BackendSpec("bad", options={"threads": byoc.Option(str, "auto", "t")}),
+            "option 'threads' is one every backend has (int, default 0, at least 0)",
+        ),
+        (
+            lambda: byoc.BackendSpec("bad", options={"mode": "fast"}),
+            "option 'mode' must be a byoc.Option",
+        ),
+    ],
+)
+def test_a_malformed_spec_is_a_plugin_error_naming_the_field(make, message):
+    with pytest.raises(byoc.PluginError, match=re.escape(message)):
+        make()
+
+
+def test_a_plugin_registering_a_malformed_spec_leaves_the_registry_as_it_was():
+    def register_with(register):
+        register(byoc.BackendSpec("first"))
+        register(byoc.BackendSpec("second", priority=1.5))
+
+    plugin = Registering(register_with)
+    reg = byoc.Registry(only=[])
+    with pytest.raises(byoc.PluginError, match=r"BackendSpec\.priority must be an int, got 1\.5"):
+        reg.add(plugin)
+    assert list(reg.backends) == ["onnxruntime"] and not reg.pm.is_registered(plugin)
+
+
+def test_the_keyword_form_still_registers_with_a_warning_saying_what_to_write():
+    def old_style(register):
+        register(
+            "old",
+            priority=3,
+            options={"cache": (str, "", "a cache directory"), "mode": (str, "a", "m", ("a", "b"))},
+            local_options={"cache"},
+        )
+
+    reg = byoc.Registry(only=[])
+    with pytest.warns(DeprecationWarning) as caught:
+        reg.add(Registering(old_style), "byoc-old", "1.2")
+    messages = [str(w.message) for w in caught]
+    assert any("write register(byoc.BackendSpec('old', ...))" in m for m in messages), messages
+    assert any("(cache, mode)" in m and "write byoc.Option(" in m for m in messages), messages
+    assert {w.filename for w in caught} == {__file__}  # pointing at the plugin's own line
+    old = reg.backends["old"]
+    assert (old.version, old.distribution, old.priority) == ("1.2", "byoc-old", 3)
+    assert old.options["mode"] == byoc.Option(str, "a", "m", ("a", "b"))
+    assert old.local_options == {"cache"}
+    with pytest.raises(byoc.ConfigError, match=r"'backend\.old\.mode' must be one of a, b"):
+        byoc.Config(backend={"old": {"mode": "c"}}).backend_table("old", old.options)
+
+
+def test_the_keyword_form_names_an_unknown_keyword():
+    reg = byoc.Registry(only=[])
+    with pytest.warns(DeprecationWarning), pytest.raises(byoc.PluginError, match="priorty"):
+        reg.add(Registering(lambda register: register("old", priorty=3)))
+
+
+class _ThreadNegs(_Negs):
+    """_Negs, recording the table each runtime is made with."""
+
+    def __init__(self):
+        self.tables = []
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        self.tables.append(dict(config))
+        return self.Runtime()
+
+
+def test_every_backend_has_threads_and_loading_with_threads_sets_it(tmp_path):
+    plugin = _ThreadNegs()  # registers no option named threads
+    reg = byoc.Registry(only=[])
+    reg.add(plugin)
+    model = make_model([node("Neg", ["x"], "y")], {"x": [3]}, ["y"])
+    config = {"backends": ["negs"], "compile": {"placement": "static"}}
+    path = byoc.compile(model, config, registry=reg).save(tmp_path / "m.byoc")
+    byoc.load(path, registry=reg, threads=2)
+    assert [t["threads"] for t in plugin.tables] == [0, 2]

@@ -23,9 +23,11 @@ class Lossy:
     @byoc.hookimpl
     def byoc_register_backends(self, register):
         register(
-            "lossy",
-            options={"mode": (str, "exact", "exact or rough", ("exact", "rough"))},
-            precisions={"bf16": {"mode": "rough"}} if self.offers else {},
+            byoc.BackendSpec(
+                "lossy",
+                options={"mode": byoc.Option(str, "exact", "exact or rough", ("exact", "rough"))},
+                precisions={"bf16": {"mode": "rough"}} if self.offers else {},
+            )
         )
 
     @byoc.hookimpl

@@ -1,5 +1,7 @@
 """The public surface is deliberate: changing it must change this test."""
 
+import dataclasses
+
 import byoc
 from byoc import hookspecs
 
@@ -9,6 +11,7 @@ def test_public_names():
         [
             "ArtifactError",
             "BackendError",
+            "BackendSpec",
             "ByocError",
             "CompareReport",
             "CompiledModel",
@@ -21,6 +24,7 @@ def test_public_names():
             "ModelError",
             "NodeView",
             "NodesRefused",
+            "Option",
             "Partition",
             "Placement",
             "Plan",
@@ -66,3 +70,33 @@ def test_every_error_is_a_byoc_error():
         "PluginError",
     ]:
         assert issubclass(getattr(byoc, name), byoc.ByocError)
+
+
+def test_the_backend_contract_fields():
+    """A plugin passes these by name: add fields freely, never rename one."""
+    assert [f.name for f in dataclasses.fields(byoc.BackendSpec)] == [
+        "name",
+        "version",
+        "description",
+        "available",
+        "options",
+        "priority",
+        "reference",
+        "min_partition_nodes",
+        "prune",
+        "fallback_defaults",
+        "build",
+        "finite_only",
+        "max_magnitude",
+        "softmax_masks",
+        "int_limit",
+        "precisions",
+        "exact",
+    ]
+    assert [f.name for f in dataclasses.fields(byoc.Option)] == [
+        "type",
+        "default",
+        "help",
+        "allowed",
+        "local_only",
+    ]

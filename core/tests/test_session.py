@@ -230,10 +230,11 @@ def test_sess_options_threads_reach_byoc():
     s = byoc.InferenceSession(dynamic_model(), options, config=EXAMPLEJSON)
     assert s._config.fallback["intra_op_num_threads"] == 1
     assert s._config.fallback["graph_optimization_level"] == "basic"
-    kept = byoc.InferenceSession(
-        dynamic_model(), options, config={**EXAMPLEJSON, "fallback": {"intra_op_num_threads": 2}}
-    )
+    assert s._config.backend["examplejson"]["threads"] == 1  # a key every backend has
+    own = {"fallback": {"intra_op_num_threads": 2}, "backend": {"examplejson": {"threads": 3}}}
+    kept = byoc.InferenceSession(dynamic_model(), options, config={**EXAMPLEJSON, **own})
     assert kept._config.fallback["intra_op_num_threads"] == 2  # the config's own wins
+    assert kept._config.backend["examplejson"]["threads"] == 3
 
 
 def test_patch_onnxruntime_reaches_sessions_a_library_builds():

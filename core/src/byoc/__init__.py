@@ -12,10 +12,11 @@ Partition a model between backend plugins and onnxruntime, compile, run, and com
     compiled.save("model.byoc"); again = byoc.load("model.byoc")
 """
 
+from byoc.backendspec import BackendSpec
 from byoc.compare import CompareReport, compare, random_inputs
 from byoc.compiled import CompiledModel
 from byoc.compiler import compile
-from byoc.config import Config, load_config
+from byoc.config import Config, Option, load_config
 from byoc.errors import (
     ArtifactError,
     BackendError,
@@ -39,6 +40,7 @@ from byoc.version import __version__
 __all__ = [
     "ArtifactError",
     "BackendError",
+    "BackendSpec",
     "ByocError",
     "CompareReport",
     "CompiledModel",
@@ -51,6 +53,7 @@ __all__ = [
     "ModelError",
     "NodeView",
     "NodesRefused",
+    "Option",
     "Partition",
     "Placement",
     "Plan",

@@ -8,7 +8,7 @@ import os
 import sys
 import tempfile
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import numpy as np
 
 import byoc
 from byoc.batch import MAX_SAMPLE_MB, check_counts, check_outputs, sample_files
-from byoc.config import allowed_values, describe
+from byoc.config import Option, describe
 from byoc.errors import ByocError, InputError, ModelError
 from byoc.export import is_artifact
 from byoc.graph import Graph, dtype_name
@@ -118,19 +118,19 @@ def cmd_backends(args: argparse.Namespace) -> int:
     return 0
 
 
-def _options(options: dict[str, tuple[Any, ...]]) -> dict[str, Any]:
-    """A backend's own options for ``byoc backends --json``: type, default, help, allowed."""
-    out = {}
-    for key, spec in options.items():
-        kind, default, text = spec[:3]
-        allowed = allowed_values(spec)
-        out[key] = {
-            "type": getattr(kind, "__name__", "list"),
-            "default": default,
-            "help": text,
-            "allowed": describe(allowed) if allowed is not None else None,
+def _options(options: Mapping[str, Option]) -> dict[str, Any]:
+    """A backend's own options for ``byoc backends --json``: type, default, help, allowed, and
+    whether it is a setting of this machine (never in a ``.byoc`` file)."""
+    return {
+        key: {
+            "type": getattr(o.type, "__name__", "list"),
+            "default": o.default,
+            "help": o.help,
+            "allowed": describe(o.allowed) if o.allowed is not None else None,
+            "local_only": o.local_only,
         }
-    return out
+        for key, o in options.items()
+    }
 
 
 def _defaults(b: Any) -> dict[str, Any]:

@@ -10,46 +10,123 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from byoc.errors import ConfigError
+from byoc.errors import ConfigError, SpecError
 
-# key -> (type, default, help) or (type, default, help, allowed). A type of (list, str) is a
-# list of str; ``allowed`` is a tuple of values or a range (any container: ``value in allowed``),
-# checked once here for the core's keys and every backend's options alike.
-Option = tuple[Any, ...]
+
+def describe(allowed: Any, value: Any = None) -> str:
+    """``one of json, c``; ``at least 1``; ``between 0 and 8``. A wide range (thread counts,
+    seeds) is ``at least`` its start, unless ``value`` is past its top: then both bounds."""
+    if isinstance(allowed, range):
+        top = allowed.stop - 1
+        if allowed.stop >= 1 << 15 and not (isinstance(value, int) and value > top):
+            return f"at least {allowed.start}"
+        return f"between {allowed.start} and {top}"
+    return "one of " + ", ".join(map(str, allowed))
+
+
+def _typed(value: Any, kind: Any, key: str, source: str) -> Any:
+    if isinstance(kind, tuple):  # (list, item type)
+        if not isinstance(value, list) or not all(_is(v, kind[1]) for v in value):
+            raise ConfigError(
+                f"{source}: '{key}' must be a list of {kind[1].__name__}, got {value!r}"
+            )
+        return list(value)
+    if not _is(value, kind):
+        kind_name = "a table" if kind is dict else kind.__name__
+        raise ConfigError(f"{source}: '{key}' must be {kind_name}, got {value!r}")
+    return float(value) if kind is float else value
+
+
+def _is(value: Any, kind: type) -> bool:
+    if kind is float:
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if kind is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, kind)
+
+
+@dataclass(frozen=True)
+class Option:
+    """One key of a config table, checked once for every table byoc builds (a config, a loaded
+    file): ``byoc.Option(int, 0, "threads per run; 0: one per core", range(0, 1 << 16))``.
+
+    :ivar type: the value's type: ``bool``, ``int``, ``float`` (an int is taken), ``str``,
+        ``dict`` (a TOML table), or ``(list, str)`` for a list of str.
+    :ivar default: the value when the config sets none; ``None``: the backend decides.
+    :ivar help: one line for ``byoc backends --json`` and the backend's docs.
+    :ivar allowed: the values allowed: a tuple, or a range; ``None``: any value of the type.
+    :ivar local_only: a setting of the machine that runs the model (a compiler, flags, a cache
+        directory): a ``.byoc`` file never carries it, and on load it comes from the loading
+        user's config.
+    """
+
+    type: Any
+    default: Any
+    help: str
+    allowed: tuple[Any, ...] | range | None = None
+    local_only: bool = False
+
+    def __post_init__(self) -> None:
+        kind = self.type
+        listed = isinstance(kind, tuple) and len(kind) == 2 and kind[0] is list
+        if not (isinstance(kind, type) or (listed and isinstance(kind[1], type))):
+            raise SpecError(
+                f"byoc.Option: type must be a type (int, str, ...) or (list, type), got {kind!r}"
+            )
+        if not isinstance(self.help, str):
+            raise SpecError(f"byoc.Option: help must be a str, got {self.help!r:.60}")
+        if not (self.allowed is None or isinstance(self.allowed, tuple | range)):
+            raise SpecError(
+                f"byoc.Option: allowed must be a tuple of values or a range, got "
+                f"{self.allowed!r:.60}"
+            )
+        if self.default is None:
+            return
+        try:
+            _typed(self.default, kind, "default", "byoc.Option")
+        except ConfigError as exc:
+            raise SpecError(str(exc)) from None
+        if self.allowed is not None and self.default not in self.allowed:
+            raise SpecError(
+                f"byoc.Option: the default {self.default!r} is not one of the allowed values: "
+                f"{describe(self.allowed)}"
+            )
+
+
 COUNT = range(0, 1 << 16)  # thread counts: 0 (the library decides) or more
 FALLBACK_KEYS: dict[str, Option] = {
-    "intra_op_num_threads": (
+    "intra_op_num_threads": Option(
         int,
         0,
         "onnxruntime intra-op threads (0: onnxruntime decides)",
         COUNT,
     ),
-    "inter_op_num_threads": (
+    "inter_op_num_threads": Option(
         int,
         0,
         "onnxruntime inter-op threads (0: onnxruntime decides)",
         COUNT,
     ),
-    "graph_optimization_level": (
+    "graph_optimization_level": Option(
         str,
         "all",
         "onnxruntime graph optimizations: disable, basic, extended or all",
         ("disable", "basic", "extended", "all"),
     ),
-    "allow_spinning": (
+    "allow_spinning": Option(
         bool,
         True,
         "let onnxruntime's idle threads spin between runs (false: only inside a run; "
         "default: only when one onnxruntime session runs the whole model)",
     ),
-    "on_backend_error": (
+    "on_backend_error": Option(
         str,
         "raise",
         "what a backend failure at run time does: raise, or onnxruntime (rerun "
         "that partition on onnxruntime, with a warning)",
         ("raise", "onnxruntime"),
     ),
-    "nonfinite_inputs": (
+    "nonfinite_inputs": Option(
         str,
         "onnxruntime",
         "a partition of a backend exact on finite numbers only (dnnl) whose inputs hold NaN or "
@@ -59,10 +136,10 @@ FALLBACK_KEYS: dict[str, Option] = {
     ),
 }
 COMPARE_KEYS: dict[str, Option] = {
-    "rtol": (float, 1e-4, "relative tolerance: |got - want| <= atol + rtol * |want|"),
-    "atol": (float, 1e-4, "absolute tolerance"),
-    "seed": (int, 0, "seed of the random inputs", range(0, 1 << 63)),
-    "inputs": (
+    "rtol": Option(float, 1e-4, "relative tolerance: |got - want| <= atol + rtol * |want|"),
+    "atol": Option(float, 1e-4, "absolute tolerance"),
+    "seed": Option(int, 0, "seed of the random inputs", range(0, 1 << 63)),
+    "inputs": Option(
         dict,
         {},
         "fixed values for named inputs of compare/run/bench, e.g. { sr = 16000 }: a number "
@@ -70,42 +147,47 @@ COMPARE_KEYS: dict[str, Option] = {
     ),
 }
 BACKEND_KEYS: dict[str, Option] = {
-    "enabled": (bool, True, "false: the backend claims nothing"),
-    "ops": ((list, str), None, "claim only these op types (allow-list)"),
-    "exclude_ops": ((list, str), [], "never claim these op types"),
-    "min_partition_nodes": (
+    "enabled": Option(bool, True, "false: the backend claims nothing"),
+    "ops": Option((list, str), None, "claim only these op types (allow-list)"),
+    "exclude_ops": Option((list, str), [], "never claim these op types"),
+    "min_partition_nodes": Option(
         int,
         None,
         "partitions with fewer nodes go back to onnxruntime (default: the backend's)",
         range(1, 1 << 31),
     ),
-    "prune": (
+    "prune": Option(
         bool,
         True,
         "false: keep partitions the backend's own cost model would send back to onnxruntime",
     ),
+    # The one key every backend reads itself: byoc.load(path, threads=N), byoc batch's workers
+    # and an InferenceSession's intra_op_num_threads set it for every backend alike.
+    "threads": Option(
+        int, 0, "threads one run of this backend uses; 0: the library decides", COUNT
+    ),
 }
 COMPILE_KEYS: dict[str, Option] = {
-    "shape_cache": (
+    "shape_cache": Option(
         int,
         8,
         "how many input-shape signatures a compiled model keeps compiled when run with shapes "
         "other than [shapes] (0: refuse other shapes)",
     ),
-    "placement": (
+    "placement": Option(
         str,
         "measured",
         "measured: time each backend partition against onnxruntime on real inputs and keep "
         "only those that win; static: keep every partition the backends claim",
         ("measured", "static"),
     ),
-    "margin": (
+    "margin": Option(
         float,
         0.02,
         "measured placement: how much faster than onnxruntime a partition (and the whole "
         "compiled model) must be to stay, e.g. 0.02 for 2%",
     ),
-    "precision": (
+    "precision": Option(
         str,
         "fp32",
         "bf16: partitions of backends that offer it compute in bfloat16 where the CPU has it "
@@ -113,39 +195,39 @@ COMPILE_KEYS: dict[str, Option] = {
         "onnxruntime's fp32 ones on the measurement inputs; fp32: never",
         ("fp32", "bf16"),
     ),
-    "precision_tolerance": (
+    "precision_tolerance": Option(
         float,
         0.01,
         "the largest error a reduced-precision partition may make: of each output, the largest "
         "difference from onnxruntime's fp32 result over its largest magnitude (integer outputs "
         "must match exactly)",
     ),
-    "remeasure": (
+    "remeasure": Option(
         bool,
         False,
         "measured placement: time every partition again instead of reading cached verdicts "
         "(the new ones are cached); the CLI's --remeasure",
     ),
-    "search": (
+    "search": Option(
         bool,
         True,
         "measured placement with several backends: each backend also partitions the whole "
         "graph alone, and the partitions that save the most time win, whatever the priority",
     ),
-    "search_seconds": (
+    "search_seconds": Option(
         float,
         60.0,
         "measured placement: the most seconds the search spends timing other backends' "
         "candidates in one compile (cached ones cost nothing); candidates left are skipped",
     ),
-    "remeasure_after": (
+    "remeasure_after": Option(
         float,
         7.0,
         "measured placement: a cached verdict whose timing stayed unclear (its interval across "
         "the margin when the time budget ran out) is timed again when older than this many "
         "days (0: on every compile)",
     ),
-    "whole_model_fallback": (
+    "whole_model_fallback": Option(
         bool,
         True,
         "measured placement: run the model as one plain onnxruntime session when the "
@@ -153,7 +235,7 @@ COMPILE_KEYS: dict[str, Option] = {
     ),
 }
 SESSION_KEYS: dict[str, Option] = {
-    "compile_after": (
+    "compile_after": Option(
         int,
         3,
         "byoc.InferenceSession: calls at one input signature (names, dtypes, shapes) before it "
@@ -161,13 +243,13 @@ SESSION_KEYS: dict[str, Option] = {
         "(0: never compile, plain onnxruntime)",
         range(0, 1 << 31),
     ),
-    "plans": (
+    "plans": Option(
         int,
         8,
         "byoc.InferenceSession: compiled signatures held in memory, least recently made dropped",
         range(0, 1 << 16),
     ),
-    "cache": (
+    "cache": Option(
         bool,
         True,
         "byoc.InferenceSession: keep plans in the user cache dir per model, config, signature "
@@ -187,10 +269,10 @@ class Config:
     shapes: dict[str, list[int]] = field(default_factory=dict)
     compare: dict[str, Any] = field(default_factory=dict)
     compile: dict[str, Any] = field(
-        default_factory=lambda: {k: v[1] for k, v in COMPILE_KEYS.items()}
+        default_factory=lambda: {k: v.default for k, v in COMPILE_KEYS.items()}
     )
     session: dict[str, Any] = field(
-        default_factory=lambda: {k: v[1] for k, v in SESSION_KEYS.items()}
+        default_factory=lambda: {k: v.default for k, v in SESSION_KEYS.items()}
     )
     source: str = "<dict>"
     fallback_explicit: set[str] = field(default_factory=set)  # [fallback] keys the user set
@@ -296,50 +378,13 @@ def _check_table(
             raise ConfigError(
                 f"{source}: unknown key '{where}.{key}' (known: {', '.join(sorted(known))})"
             )
-        out[key] = _typed(value, known[key][0], f"{where}.{key}", source)
-        allowed = allowed_values(known[key])
+        out[key] = _typed(value, known[key].type, f"{where}.{key}", source)
+        allowed = known[key].allowed
         if allowed is not None and out[key] not in allowed:
             raise ConfigError(
                 f"{source}: '{where}.{key}' must be {describe(allowed, value)}, got {value!r}"
             )
     for key, spec in known.items():
-        default = spec[1]
+        default = spec.default
         out.setdefault(key, type(default)(default) if isinstance(default, list | dict) else default)
     return out
-
-
-def allowed_values(spec: Option) -> Any:
-    """An option's allowed values (a tuple or a range), or None when any value of its type is."""
-    return spec[3] if len(spec) > 3 else None
-
-
-def describe(allowed: Any, value: Any = None) -> str:
-    """``one of json, c``; ``at least 1``; ``between 0 and 8``. A wide range (thread counts,
-    seeds) is ``at least`` its start, unless ``value`` is past its top: then both bounds."""
-    if isinstance(allowed, range):
-        top = allowed.stop - 1
-        if allowed.stop >= 1 << 15 and not (isinstance(value, int) and value > top):
-            return f"at least {allowed.start}"
-        return f"between {allowed.start} and {top}"
-    return "one of " + ", ".join(map(str, allowed))
-
-
-def _typed(value: Any, kind: Any, key: str, source: str) -> Any:
-    if isinstance(kind, tuple):  # (list, item type)
-        if not isinstance(value, list) or not all(_is(v, kind[1]) for v in value):
-            raise ConfigError(
-                f"{source}: '{key}' must be a list of {kind[1].__name__}, got {value!r}"
-            )
-        return list(value)
-    if not _is(value, kind):
-        kind_name = "a table" if kind is dict else kind.__name__
-        raise ConfigError(f"{source}: '{key}' must be {kind_name}, got {value!r}")
-    return float(value) if kind is float else value
-
-
-def _is(value: Any, kind: type) -> bool:
-    if kind is float:
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)

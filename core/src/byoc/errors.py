@@ -29,6 +29,11 @@ class PluginError(ByocError):
     """Plugins are inconsistent: duplicate backend names, broken registration."""
 
 
+class SpecError(PluginError):
+    """A plugin's ``byoc.BackendSpec`` or ``byoc.Option`` is malformed: byoc lists the plugin
+    as broken (``byoc backends``) instead of using it."""
+
+
 class NodesRefused(ByocError):
     """Raised by a backend's codegen hook: these nodes of the partition would run badly on it
     (e.g. the library picked a reference kernel for them). ``byoc.compile`` takes them from

@@ -15,6 +15,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
+from byoc.backendspec import BackendSpec
 from byoc.errors import ArtifactError
 from byoc.hookspecs import hookimpl
 from byoc.plan import FALLBACK, Partition
@@ -109,13 +110,15 @@ def onnxruntime_problem(version: str) -> str | None:
 
 
 @hookimpl
-def byoc_register_backends(register: Any) -> None:
+def byoc_register_backends(register: Callable[[BackendSpec], None]) -> None:
     register(
-        FALLBACK,
-        version=ort.__version__,
-        available=lambda: onnxruntime_problem(ort.__version__),
-        priority=-1,
-        description="fallback: runs every node no backend claims",
+        BackendSpec(
+            FALLBACK,
+            version=ort.__version__,
+            available=lambda: onnxruntime_problem(ort.__version__),
+            priority=-1,
+            description="fallback: runs every node no backend claims",
+        )
     )
 
 

@@ -13,6 +13,7 @@ import pluggy
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
+    from byoc.backendspec import BackendSpec
     from byoc.plan import Partition
 
 hookspec = pluggy.HookspecMarker("byoc")
@@ -24,31 +25,20 @@ hookimpl = pluggy.HookimplMarker("byoc")  # marks a plugin's implementations (``
 
 
 @hookspec
-def byoc_register_backends(register: Callable[..., None]) -> None:
+def byoc_register_backends(register: Callable[[BackendSpec], None]) -> None:
     """Register the backends this plugin provides.
 
     Collecting hook: every plugin is called once, when the plugin manager is built.
 
-    :param register: call ``register(name, version=..., available=..., options=...,
-        min_partition_nodes=..., priority=..., prune=..., fallback_defaults=..., build=...,
-        reference=..., description=...)`` once per backend. ``available`` is a callable
-        returning ``None`` when the backend can be used, or a reason string when it cannot (no C
-        compiler, library missing). ``options`` maps each key of the backend's own
-        ``[backend.<name>]`` table to ``(type, default, help)`` or ``(type, default, help,
-        allowed)``, allowed a tuple of values or a range, which byoc checks once for every
-        table it builds (config and loaded files). ``priority`` orders backends
-        when the config gives no ``backends`` list (higher first). ``prune(nodes:
-        list[NodeView])`` returns a reason to send a too-small partition back to onnxruntime, or
-        None to keep it. ``fallback_defaults`` gives ``[fallback]`` values to use, when the user
-        sets none, while this backend has partitions (e.g. ``{"allow_spinning": False}``).
-        ``build()`` returns what besides ``version`` decides the backend's speed (a hash of its
-        native sources and of the library it links): measured placement's cached verdicts are
-        keyed by it, so a rebuilt native part is timed again. ``reference=True`` marks a backend
-        that is not meant for speed (a reference or teaching backend): it is used only when the
-        config's ``backends`` names it. ``local_options`` names the keys of ``options`` that
-        belong to the machine that runs the model (compiler, flags, cache and build
-        directories): a ``.byoc`` file never carries them; on load they come from the loading
-        user's config and environment.
+    :param register: call ``register(byoc.BackendSpec(name, ...))`` once per backend. The
+        spec's fields (docs/hooks.md lists them) say how byoc uses the backend: its options
+        (each a ``byoc.Option``; ``threads`` and the other keys every backend has come on top),
+        its availability, its priority, and what placement and the run-time guards must know
+        of its kernels (``finite_only``, ``max_magnitude``, ``softmax_masks``, ``int_limit``,
+        ``precisions``, ``exact``). A malformed spec is a ``PluginError`` naming the field, and
+        ``byoc backends`` lists the plugin as broken. The keyword form ``register(name,
+        **fields)``, with ``local_options`` and options as tuples, still works in this release,
+        with a ``DeprecationWarning``.
     """
 
 

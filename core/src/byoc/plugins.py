@@ -6,81 +6,30 @@ import importlib.metadata as md
 import os
 import sys
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import pluggy
 
 from byoc import fallback, hookspecs
-from byoc.errors import PluginError
+from byoc.backendspec import BackendSpec, from_keywords
+from byoc.errors import PluginError, SpecError
 from byoc.patterns import Pattern
 
 ENTRY_POINT_GROUP = "byoc.backends"
 ENV_VAR = "BYOC_PLUGINS"
 TRACE_VAR = "BYOC_TRACE"
 IN_PROCESS = "(in-process)"  # the distribution of a plugin Registry.add registers
-MAX_MAGNITUDE = 1e15  # Backend.max_magnitude's default
 
 
-@dataclass
-class Backend:
-    """A registered backend. ``options`` maps its own config keys to (type, default, help) or
-    (type, default, help, allowed values: a tuple or a range)."""
+@dataclass(frozen=True)
+class Backend(BackendSpec):
+    """A registered backend: its plugin's ``BackendSpec`` (``version`` filled in), where it
+    comes from, and the hooks its plugin implements."""
 
-    name: str
-    version: str
-    distribution: str
-    available: Callable[[], str | None] = lambda: None
-    options: dict[str, tuple[Any, ...]] = field(default_factory=dict)
-    min_partition_nodes: int = 1
-    priority: int = 0
-    description: str = ""
-    prune: Callable[[list[Any]], str | None] | None = None
-    fallback_defaults: dict[str, Any] = field(default_factory=dict)
-    hooks: list[str] = field(default_factory=list)  # the hooks its plugin implements
-    # What besides the version decides the backend's speed (its native sources, the library it
-    # links): measured placement re-times partitions when it changes.
-    build: Callable[[], str] = lambda: ""
-    # A reference backend (examplejson) checks and teaches; it is not meant for speed, so it
-    # claims nodes only when the config names it in `backends`.
-    reference: bool = False
-    # Its kernels follow ONNX on finite numbers only (oneDNN's max-based Relu maps NaN to 0): a
-    # partition whose inputs hold NaN or +-inf runs on onnxruntime ([fallback] nonfinite_inputs).
-    finite_only: bool = False
-    # With finite_only: a partition whose float inputs reach this magnitude runs on onnxruntime
-    # too, since inside it they may overflow to inf (P1 on inputs of 1e37: onnxruntime's NaN,
-    # dnnl's and OpenVINO's numbers). 1e15 squared and summed over 1e8 terms (a variance,
-    # attention scores) stays below float32's 3.4e38; real activations stay below 1e6, masks
-    # of -1e4 or -1e9 pass, and so does any negative value in a mask softmax_masks lets hold
-    # -inf. math.inf: no bound (NaN and +-inf alone).
-    max_magnitude: float = MAX_MAGNITUDE
-    # With finite_only: its Add and Softmax give onnxruntime's answer on -inf too (exp(-inf) is
-    # 0; a row of -inf is NaN), so a partition input read only by Adds whose sums only Softmax
-    # reads, maybe through ops that only move values (an attention mask of 0 and -inf, as
-    # TorchScript exports write it), may hold -inf, or -3.4e38; its maximum stays below
-    # max_magnitude.
-    # The conformance suite checks it (test_softmax_masks_may_hold_minus_inf).
-    softmax_masks: bool = False
-    # Its 32- and 64-bit integer arithmetic is exact only below this magnitude (OpenVINO's CPU
-    # plugin computes int64 in int32, and int32 through float32: 2**24): a partition whose
-    # such inputs reach it runs on onnxruntime, so the backend may claim nodes that read a
-    # model's integer inputs (token ids, masks). Independent of [fallback] nonfinite_inputs.
-    int_limit: int | None = None
-    # Reduced precisions it offers ([compile] precision), as overrides of its options, e.g.
-    # openvino's {"bf16": {"precision": "bf16"}}, or a function of the partition giving them
-    # ({} where it offers none: dnnl's, by the CPU and the layers): placement tries each
-    # partition with them.
-    precisions: dict[str, dict[str, Any] | Callable[[Any], dict[str, Any]]] = field(
-        default_factory=dict
-    )
-    # Options that make its fp32 kernels round as the direct algorithms do (dnnl's
-    # {"winograd": False}): a partition whose outputs differ from onnxruntime's beyond the
-    # tolerance is compiled once more with them before measured placement returns it.
-    exact: dict[str, Any] = field(default_factory=dict)
-    # Option keys of the machine that runs the model (toolchain, paths): never in a .byoc file.
-    local_options: frozenset[str] = frozenset()
-    _reason: list[str | None] = field(default_factory=list, repr=False)
+    distribution: str = ""
+    hooks: tuple[str, ...] = ()
+    _reason: list[str | None] = field(default_factory=list, init=False, repr=False, compare=False)
 
     @property
     def unavailable_reason(self) -> str | None:
@@ -156,12 +105,13 @@ class Registry:
                 continue
             try:
                 self._add(plugin, dist, version)
-            except UnknownHooks as exc:
+            except (UnknownHooks, SpecError) as exc:
                 self.broken.append(BrokenPlugin(ep.name, dist, version, str(exc)))
 
     def add(self, plugin: Any, distribution: str = IN_PROCESS, version: str = "0") -> None:
         """Register a plugin object (a module or instance with ``@byoc.hookimpl`` hooks), as an
-        entry point would; a hook byoc does not have is a ``PluginError`` naming it."""
+        entry point would; a hook byoc does not have, or a malformed ``BackendSpec``, is a
+        ``PluginError`` naming it."""
         self._add(plugin, distribution, version)
 
     def _add(self, plugin: Any, dist: str, version: str) -> None:
@@ -179,19 +129,33 @@ class Registry:
             i for i in self.pm.hook.byoc_register_backends.get_hookimpls() if i.plugin is plugin
         ]
 
-        def register(name: str, **kwargs: Any) -> None:
-            if name in self.backends:
-                other = self.backends[name].distribution
-                raise PluginError(
-                    f"backend name '{name}' is registered by two distributions: {other} and "
-                    f"{dist}; uninstall one of them"
+        def register(spec: BackendSpec | str | None = None, /, **keywords: Any) -> None:
+            if not isinstance(spec, BackendSpec):  # the keyword form, deprecated
+                spec = from_keywords(keywords.pop("name", spec), keywords)
+            elif keywords:
+                raise SpecError(
+                    f"backend '{spec.name}': register(spec) takes the BackendSpec alone, got "
+                    f"keywords {', '.join(sorted(keywords))}: put them in the BackendSpec"
                 )
-            kwargs.setdefault("version", version)
-            self.backends[name] = Backend(name=name, distribution=dist, hooks=hooks, **kwargs)
-            self.owners[name] = plugin
+            if spec.name in self.backends:
+                other = self.backends[spec.name].distribution
+                raise PluginError(
+                    f"backend name '{spec.name}' is registered by two distributions: {other} "
+                    f"and {dist}; uninstall one of them"
+                )
+            values = {f.name: getattr(spec, f.name) for f in fields(spec)}
+            values["version"] = spec.version or version
+            self.backends[spec.name] = Backend(**values, distribution=dist, hooks=tuple(hooks))
+            self.owners[spec.name] = plugin
 
-        for impl in impls:
-            impl.function(register=register)
+        try:
+            for impl in impls:
+                impl.function(register=register)
+        except SpecError:  # a malformed spec: none of the plugin's backends is registered
+            self.pm.unregister(plugin)
+            for name in [n for n, p in self.owners.items() if p is plugin]:
+                del self.backends[name], self.owners[name]
+            raise
 
     # -- dispatch helpers ----------------------------------------------------------------
 

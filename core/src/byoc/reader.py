@@ -118,7 +118,7 @@ def load(
         reg = registry or plugins.registry()
         manifest.check_backends(reg, load_config(config))
         if threads is not None:
-            manifest.limit_threads(reg, threads)
+            manifest.limit_threads(threads)
         if trust_native:
             manifest.check_stamp()
         steps = []
@@ -671,12 +671,11 @@ class Manifest:
                 stacklevel=4,
             )
 
-    def limit_threads(self, reg: Registry, threads: int) -> None:
-        """Run with at most ``threads`` threads: onnxruntime's and each backend's own option."""
-        self.tables[FALLBACK]["intra_op_num_threads"] = threads
+    def limit_threads(self, threads: int) -> None:
+        """Run with at most ``threads`` threads: onnxruntime's, and each backend's ``threads``
+        (a key every backend has)."""
         for name, table in self.tables.items():
-            if name != FALLBACK and "threads" in reg.backends[name].options:
-                table["threads"] = threads
+            table["intra_op_num_threads" if name == FALLBACK else "threads"] = threads
 
 
 def install_hint(saved: Mapping[str, str]) -> str:

@@ -465,9 +465,8 @@ def _session_config(cfg: Config, options: ort.SessionOptions | None) -> Config:
     if threads > 0:
         from byoc import plugins
 
-        for name, b in plugins.registry().backends.items():
-            if "threads" in b.options and "threads" not in backend.get(name, {}):
-                backend.setdefault(name, {})["threads"] = threads
+        for b in plugins.registry().claimable():  # threads: a key every backend has
+            backend.setdefault(b.name, {}).setdefault("threads", threads)
     return Config(
         backends=cfg.backends,
         backend=backend,

@@ -31,14 +31,14 @@ from .mutations import damaged_bytes, edited_json, edited_lines
 def every_option() -> dict[str, Any]:
     """A valid config that sets every key byoc has, and every option of each backend."""
     backends = {
-        b.name: {k: spec[1] for k, spec in b.options.items() if spec[1] is not None}
+        b.name: {k: o.default for k, o in b.options.items() if o.default is not None}
         for b in registry().claimable()
     }
     return {
         "backends": ["examplejson"],
-        "fallback": {k: spec[1] for k, spec in config.FALLBACK_KEYS.items()},
+        "fallback": {k: o.default for k, o in config.FALLBACK_KEYS.items()},
         "compare": {"rtol": 1e-3, "atol": 1e-5, "seed": 7, "inputs": {"sr": 16000, "m": [1, 0]}},
-        "compile": {k: spec[1] for k, spec in config.COMPILE_KEYS.items()},
+        "compile": {k: o.default for k, o in config.COMPILE_KEYS.items()},
         "shapes": {"x": [1, 3, 224, 224], "ids": [2, 48]},
         "backend": {
             "examplejson": {"ops": ["Add", "Mul"], "exclude_ops": [], "min_partition_nodes": 2},
@@ -158,8 +158,8 @@ def assert_checked(cfg: config.Config) -> None:
     for table, keys in tables:
         assert set(table) == set(keys)
         for key, spec in keys.items():
-            assert _typed(table[key], spec[0]), (key, table[key])
-            allowed = config.allowed_values(spec)
+            assert _typed(table[key], spec.type), (key, table[key])
+            allowed = spec.allowed
             assert allowed is None or table[key] in allowed, (key, table[key])
     for name, dims in cfg.shapes.items():
         assert isinstance(name, str) and all(_typed(d, int) and d > 0 for d in dims)

@@ -51,7 +51,7 @@ class Faulty:
 
     @byoc.hookimpl
     def byoc_register_backends(self, register):
-        register("faulty", description="fails on purpose")
+        register(byoc.BackendSpec("faulty", description="fails on purpose"))
 
     @byoc.hookimpl
     def byoc_supported_ops(self, backend, config):
