@@ -8,7 +8,7 @@ import math
 import os
 import tempfile
 import weakref
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,7 @@ import byoc
 import numpy as np
 import onnx
 import onnxruntime as ort
-from byoc import ArtifactError, BackendError, ConfigError, NodeView, Partition, native
+from byoc import ArtifactError, BackendError, ConfigError, NodeView, Option, Partition, native
 from byoc.native import Toolchain
 
 from byoc_ccompiler import __version__
@@ -26,44 +26,49 @@ from byoc_ccompiler.ops import CTYPES, OPS, output_dtype
 from byoc_ccompiler.runtime import Module
 
 NAME = "ccompiler"
-# The loading machine's settings: a .byoc file never carries them (compiler, flags, directory).
-LOCAL_OPTIONS = frozenset({"cc", "cflags", "load_library", "cache_dir"})
-OPTIONS: dict[str, tuple[Any, Any, str]] = {
-    "cc": (str, native.default_compiler("c"), "C compiler (default: $CC, else cc)"),
-    "cflags": (
+# Options marked local_only are the loading machine's: a .byoc file never carries them
+# (compiler, flags, directory).
+OPTIONS: dict[str, Option] = {
+    "cc": Option(
+        str, native.default_compiler("c"), "C compiler (default: $CC, else cc)", local_only=True
+    ),
+    "cflags": Option(
         (list, str),
         None,
         "compiler flags (default: -O3, -march=native, -fno-math-errno, -fno-trapping-math "
         "and -fopenmp (else -fopenmp-simd), each where the compiler takes it)",
+        local_only=True,
     ),
-    "omp_min_elements": (
+    "omp_min_elements": Option(
         int,
         1 << 16,
         "loops over at least this many elements use OpenMP",
         range(0, 1 << 62),
     ),
-    "fuse": (
+    "fuse": Option(
         bool,
         True,
         "fuse nodes into shared loops (false: one C function per op and a buffer per "
         "intermediate, as in TVM's BYOC guide)",
     ),
-    "keep_onnxruntime_fusions": (
+    "keep_onnxruntime_fusions": Option(
         bool,
         True,
         "leave nodes onnxruntime fuses into bigger kernels (Conv+Relu, LayerNorm, "
         "Gelu...) to onnxruntime",
     ),
-    "load_library": (
+    "load_library": Option(
         bool,
         True,
         "load the compiled library a saved artifact carries (false: "
         "always rebuild from its C source)",
+        local_only=True,
     ),
-    "cache_dir": (
+    "cache_dir": Option(
         str,
         "",
         "where compiled libraries are cached (default: the user cache dir, byoc/ccompiler)",
+        local_only=True,
     ),
 }
 
@@ -331,21 +336,22 @@ def _scalar_const(graph: Any, name: str) -> bool:
 
 
 @byoc.hookimpl
-def byoc_register_backends(register: Any) -> None:
+def byoc_register_backends(register: Callable[[byoc.BackendSpec], None]) -> None:
     register(
-        NAME,
-        version=__version__,
-        available=_available,
-        options=OPTIONS,
-        local_options=LOCAL_OPTIONS,
-        min_partition_nodes=2,
-        prune=prune,
-        priority=20,
-        # several onnxruntime sessions take turns with our loops: idle spinning threads of one
-        # would steal the cores the next one needs
-        fallback_defaults={"allow_spinning": False},
-        build=build_id,
-        description="fused, OpenMP-parallel C loops for elementwise ops, built with cffi",
+        byoc.BackendSpec(
+            NAME,
+            version=__version__,
+            available=_available,
+            options=OPTIONS,
+            min_partition_nodes=2,
+            prune=prune,
+            priority=20,
+            # several onnxruntime sessions take turns with our loops: idle spinning threads of
+            # one would steal the cores the next one needs
+            fallback_defaults={"allow_spinning": False},
+            build=build_id,
+            description="fused, OpenMP-parallel C loops for elementwise ops, built with cffi",
+        )
     )
 
 

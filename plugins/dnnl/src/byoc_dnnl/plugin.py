@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import struct
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import byoc
 import numpy as np
-from byoc import ArtifactError, NodeView, Partition, host, native
+from byoc import ArtifactError, NodeView, Option, Partition, host, native
 
 from byoc_dnnl import annotate, csource, kinds
 from byoc_dnnl import native as dnnl_native
@@ -110,51 +110,53 @@ def _macs(node: NodeView) -> int | None:
 
 
 @byoc.hookimpl
-def byoc_register_backends(register: Any) -> None:
+def byoc_register_backends(register: Callable[[byoc.BackendSpec], None]) -> None:
     register(
-        NAME,
-        version=VERSION,
-        available=_available,
-        options={
-            "threads": (
-                int,
-                0,
-                "oneDNN (OpenMP) threads per run; 0: one per core",
-                range(0, 1 << 16),
-            ),
-            "fpmath": (
-                str,
-                "strict",
-                "strict: float32 math; bf16: let convolutions and "
-                "matmuls compute in bfloat16 (faster, less exact); without AMX only the dense "
-                "layers do, on CPUs with AVX512_BF16",
-                FPMATH,
-            ),
-            "winograd": (
-                bool,
-                True,
-                "run 3x3 stride-1 convolutions of 64 or more channels as Winograd F(4x4, 3x3), "
-                "and 3-tap ones of 128 or more as F(4, 3), on AVX-512 (faster; rounding about "
-                "1e-5 of the output's scale off the direct kernel's); false: oneDNN's direct "
-                "kernels. The native runtime's (codegen json)",
-            ),
-            "codegen": (
-                str,
-                "json",
-                "json: a JSON graph run by the native runtime; c: a C++ file per partition "
-                "calling the op-level kernel library (the DNNL blog's C source mode)",
-                CODEGEN,
-            ),
-        },
-        priority=30,
-        finite_only=True,  # oneDNN's Relu, Clip, max pooling and softmax drop NaN
-        softmax_masks=True,  # but its binary add and softmax follow ONNX on -inf
-        precisions={"bf16": _bf16},  # [compile] precision = "bf16"
-        exact={"winograd": False},  # a partition Winograd's rounding takes too far: direct
-        prune=_prune,
-        fallback_defaults={"allow_spinning": False},
-        build=dnnl_native.build_id,
-        description="oneDNN: fused conv/matmul kernels in blocked layouts (TVM's DNNL BYOC)",
+        byoc.BackendSpec(
+            NAME,
+            version=VERSION,
+            available=_available,
+            options={
+                "threads": Option(
+                    int,
+                    0,
+                    "oneDNN (OpenMP) threads per run; 0: one per core",
+                    range(0, 1 << 16),
+                ),
+                "fpmath": Option(
+                    str,
+                    "strict",
+                    "strict: float32 math; bf16: let convolutions and "
+                    "matmuls compute in bfloat16 (faster, less exact); without AMX only the dense "
+                    "layers do, on CPUs with AVX512_BF16",
+                    FPMATH,
+                ),
+                "winograd": Option(
+                    bool,
+                    True,
+                    "run 3x3 stride-1 convolutions of 64 or more channels as Winograd F(4x4, "
+                    "3x3), and 3-tap ones of 128 or more as F(4, 3), on AVX-512 (faster; "
+                    "rounding about 1e-5 of the output's scale off the direct kernel's); false: "
+                    "oneDNN's direct kernels. The native runtime's (codegen json)",
+                ),
+                "codegen": Option(
+                    str,
+                    "json",
+                    "json: a JSON graph run by the native runtime; c: a C++ file per partition "
+                    "calling the op-level kernel library (the DNNL blog's C source mode)",
+                    CODEGEN,
+                ),
+            },
+            priority=30,
+            finite_only=True,  # oneDNN's Relu, Clip, max pooling and softmax drop NaN
+            softmax_masks=True,  # but its binary add and softmax follow ONNX on -inf
+            precisions={"bf16": _bf16},  # [compile] precision = "bf16"
+            exact={"winograd": False},  # a partition Winograd's rounding takes too far: direct
+            prune=_prune,
+            fallback_defaults={"allow_spinning": False},
+            build=dnnl_native.build_id,
+            description="oneDNN: fused conv/matmul kernels in blocked layouts (TVM's DNNL BYOC)",
+        )
     )
 
 

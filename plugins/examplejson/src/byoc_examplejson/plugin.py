@@ -9,7 +9,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,12 +58,14 @@ def _check(node: NodeView) -> str | None:
 
 
 @byoc.hookimpl
-def byoc_register_backends(register: Any) -> None:
+def byoc_register_backends(register: Callable[[byoc.BackendSpec], None]) -> None:
     register(
-        NAME,
-        priority=10,
-        reference=True,  # numpy: used only when `backends` names it
-        description="reference backend: ExampleJSON text, run with numpy",
+        byoc.BackendSpec(
+            NAME,
+            priority=10,
+            reference=True,  # numpy: used only when `backends` names it
+            description="reference backend: ExampleJSON text, run with numpy",
+        )
     )
 
 

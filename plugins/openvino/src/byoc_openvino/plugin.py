@@ -64,26 +64,30 @@ def _available() -> str | None:
 @byoc.hookimpl
 def byoc_register_backends(register: Any) -> None:
     register(
-        NAME,
-        version=__version__,
-        available=_available,
-        options=OPTIONS,
-        local_options=LOCAL_OPTIONS,
-        priority=5,
-        # OpenVINO's threads take turns with onnxruntime's: idle spinning ones would steal the
-        # cores the other needs
-        fallback_defaults={"allow_spinning": False},
-        # OpenVINO's Relu, Clip, Softmax, max and reductions drop NaN (tests/conftest.py): a
-        # partition whose inputs hold NaN or +-inf runs on onnxruntime; its Add and Softmax
-        # follow ONNX on -inf: attention masks of 0 and -inf stay here
-        finite_only=True,
-        softmax_masks=True,
-        # it computes int64 in int32 and int32 through float32: larger integers run on
-        # onnxruntime, so nodes reading a model's token ids or masks can be claimed
-        int_limit=INT_LIMIT,
-        precisions={"bf16": {"precision": "bf16"}},  # [compile] precision = "bf16"
-        build=build_id,
-        description="OpenVINO: partitions compiled by OpenVINO's ONNX frontend and CPU plugin",
+        byoc.BackendSpec(
+            NAME,
+            version=__version__,
+            available=_available,
+            # LOCAL_OPTIONS are this machine's settings: a .byoc file never carries them
+            options={k: byoc.Option(*v, local_only=k in LOCAL_OPTIONS) for k, v in OPTIONS.items()},
+            priority=5,
+            # OpenVINO's threads take turns with onnxruntime's: idle spinning ones would steal
+            # the cores the other needs
+            fallback_defaults={"allow_spinning": False},
+            # OpenVINO's Relu, Clip, Softmax, max and reductions drop NaN (tests/conftest.py):
+            # a partition whose inputs hold NaN or +-inf runs on onnxruntime; its Add and
+            # Softmax follow ONNX on -inf: attention masks of 0 and -inf stay here
+            finite_only=True,
+            softmax_masks=True,
+            # it computes int64 in int32 and int32 through float32: larger integers run on
+            # onnxruntime, so nodes reading a model's token ids or masks can be claimed
+            int_limit=INT_LIMIT,
+            precisions={"bf16": {"precision": "bf16"}},  # [compile] precision = "bf16"
+            build=build_id,
+            description=(
+                "OpenVINO: partitions compiled by OpenVINO's ONNX frontend and CPU plugin"
+            ),
+        )
     )
 
 
