@@ -246,7 +246,7 @@ SESSION_KEYS: dict[str, Option] = {
     "plans": Option(
         int,
         8,
-        "byoc.InferenceSession: compiled signatures held in memory, least recently made dropped",
+        "byoc.InferenceSession: compiled signatures held in memory, least recently used dropped",
         range(0, 1 << 16),
     ),
     "cache": Option(

@@ -9,7 +9,7 @@ and the plan is swapped in when it is ready: a call reads the plan table once, s
 the swap runs on one or the other, never on half of each. A plan that keeps no backend is
 remembered as plain onnxruntime, which then costs nothing but the signature look-up. Plans are
 kept per (model, config, signature, machine) in byoc's user cache dir, so the next process
-starts warm; at most ``[session] plans`` are held in memory (least recently used dropped).
+starts warm; at most ``[session] plans`` are held in memory (the least recently used dropped).
 
 ``patch_onnxruntime`` puts this class in place of ``onnxruntime.InferenceSession`` for code that
 builds its own sessions; byoc's own code and onnxruntime's keep the real class.
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -29,14 +30,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnxruntime as ort
 
 from byoc import host
 from byoc.config import Config, load_config
-from byoc.context import ConfigLike
+
+if TYPE_CHECKING:
+    from byoc.context import ConfigLike
 
 log = logging.getLogger("byoc.session")
 
@@ -118,8 +121,9 @@ class InferenceSession:
         self._output_set = frozenset(self._outputs)
         self._inputs = frozenset(i.name for i in self._session.get_inputs())
         self._native = getattr(getattr(self._session, "_sess", None), "run", None)
-        self._config = _session_config(load_config(_user_config(config)), sess_options)
-        settings = self._config.session
+        self._base = load_config(_user_config(config))
+        self._resolved: Config | None = None  # with sess_options' settings: _config()
+        settings = self._base.session
         self._compile_after = int(settings["compile_after"])
         self._max_plans = int(settings["plans"])
         self._use_disk = bool(settings["cache"])
@@ -127,6 +131,8 @@ class InferenceSession:
         self._lock = threading.Lock()
         self._plans: collections.OrderedDict[Signature, _Plan] = collections.OrderedDict()
         self._plain: set[Signature] = set()
+        self._used: dict[Signature, int] = {}  # when each plan last ran (or was made)
+        self._clock = itertools.count()
         self._seen: collections.Counter[Signature] = collections.Counter()
         self._pending: set[Signature] = set()  # signatures being compiled
         self._jobs = 0  # compiles and loads queued or running
@@ -154,6 +160,7 @@ class InferenceSession:
         if sig is not None and plan is not None and plan.model is not None:
             names = self._outputs if output_names is None else list(output_names)
             if self._output_set.issuperset(names):
+                self._used[sig] = next(self._clock)  # for the least recently used
                 try:
                     outputs = plan.model.run(input_feed)
                     return [outputs[n] for n in names]
@@ -235,6 +242,12 @@ class InferenceSession:
         with self._idle:
             return self._idle.wait_for(lambda: not self._jobs, timeout)
 
+    def _config(self) -> Config:
+        """The config with ``sess_options``' settings (on the worker: it loads the plugins)."""
+        if self._resolved is None:
+            self._resolved = _session_config(self._base, self._options)
+        return self._resolved
+
     def _count(self, sig: Signature, feed: Mapping[str, Any]) -> None:
         with self._lock:
             if sig in self._pending or sig in self._plans or sig in self._plain:
@@ -277,7 +290,7 @@ class InferenceSession:
         path = self._plan_file(sig)
         if path is not None and self._load(sig, path):
             return  # made by an earlier process, or dropped from memory since
-        compiled = compiler.compile(self._model, self._config, inputs=feeds)
+        compiled = compiler.compile(self._model, self._config(), inputs=feeds)
         backends = {s.unit.backend for s in compiled.steps} - {"onnxruntime"}
         keep = compiled if backends else None
         log.info(
@@ -297,8 +310,11 @@ class InferenceSession:
                 return
             plans = collections.OrderedDict(self._plans)
             plans[sig] = _Plan(model)
-            while len(plans) > self._max_plans:
-                plans.popitem(last=False)
+            self._used[sig] = next(self._clock)
+            while len(plans) > self._max_plans:  # the least recently used goes
+                victim = min(plans, key=lambda s: self._used.get(s, -1))
+                del plans[victim]
+                self._used.pop(victim, None)
             self._plans = plans  # one assignment: a run sees the old table or the new one
 
     def _drop(self, sig: Signature, why: str) -> None:
@@ -325,7 +341,7 @@ class InferenceSession:
                 with open(self._model, "rb") as fh:
                     for block in iter(lambda: fh.read(1 << 20), b""):
                         digest.update(block)
-            settings = asdict(self._config) | {"source": None}
+            settings = asdict(self._config()) | {"source": None}
             versions = sorted((b.name, b.version) for b in plugins.registry().backends.values())
             digest.update(json.dumps([settings, versions, host_id()], default=str).encode())
             self._key = digest.hexdigest()[:24]
