@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 PLUGINS := $(sort $(dir $(wildcard plugins/*/pyproject.toml)))
 STAMP := $(VENV)/.byoc-installed
 
-.PHONY: demo test lint clean export-models sweep-models
+.PHONY: demo test fuzz lint clean export-models sweep-models
 
 $(STAMP): pyproject.toml core/pyproject.toml $(addsuffix pyproject.toml,$(PLUGINS))
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -24,6 +24,12 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+# core/tests/fuzz with Hypothesis' "fuzz" profile (core/tests/fuzz/conftest.py): thousands of
+# fresh inputs per target, about ten minutes; `make test` runs the same targets on a fixed few
+# hundred each. A failing input is kept in .hypothesis/ and tried first by the next run.
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=fuzz $(PY) -m pytest -q core/tests/fuzz --hypothesis-show-statistics
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
