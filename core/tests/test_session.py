@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import threading
 import types
@@ -287,3 +288,16 @@ def test_a_session_on_another_provider_is_plain_onnxruntime(monkeypatch):
         s.run(None, {"x": x})
     assert s.plans() == {}
     assert session.signature({"x": [[1.0] * 8]}) is None  # lists go to onnxruntime as they are
+
+
+def test_import_byoc_costs_an_app_no_more_than_onnxruntime():
+    """The compiler (onnx and what it brings, about a second) loads on first use."""
+    script = (
+        "import sys, byoc\n"
+        "assert byoc.InferenceSession and byoc.patch_onnxruntime and byoc.hookimpl\n"
+        "assert 'onnx' not in sys.modules and 'byoc.compiler' not in sys.modules\n"
+        "import byoc.compare\n"  # the submodule does not hide the function
+        "assert callable(byoc.compare) and callable(byoc.partition) and byoc.Plan\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
