@@ -18,7 +18,7 @@ them, with symbolic dims and no ``[shapes]``:
 Each (app, mode) runs in its own process, the two modes alternated ``--rounds`` times: ``ort``
 builds ``onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])``; ``byoc``
 builds ``byoc.InferenceSession(path)`` with the default config (or ``--config``). A process times
-the session's creation (start-up) and its first call, runs ``--warm`` passes (byoc then waits
+its import of byoc or onnxruntime and the sessions' creation (start-up), its first call, runs ``--warm`` passes (byoc then waits
 for the plans the hot signatures started: its background work is not in the steady state), then
 times ``--passes`` passes: the steady state is their median. Plans are kept in byoc's user cache
 dir, so rounds after the first start warm, as an app's next process does. Outputs of the last
@@ -82,16 +82,15 @@ APPS: dict[str, Callable[[np.random.Generator], Iterator[Call]]] = {
 
 def child(app: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     """One process: start-up, first call, warm passes, timed passes; outputs of the last."""
-    import onnxruntime as ort
-    from byoc.testing.models import fetch
-
-    paths = {m: str(fetch(m)) for m in {c[0] for c in APPS[app](np.random.default_rng(0))}}
-    started = time.perf_counter()
+    paths = json.loads(args.paths)
+    started = time.perf_counter()  # the import is the app's start-up too
     if mode == "byoc":
         import byoc
 
         sessions = {m: byoc.InferenceSession(p, config=args.config) for m, p in paths.items()}
     else:
+        import onnxruntime as ort
+
         sessions = {
             m: ort.InferenceSession(p, providers=["CPUExecutionProvider"]) for m, p in paths.items()
         }
@@ -145,6 +144,7 @@ def main() -> None:
     parser.add_argument("--config", default=None, help="byoc's config (default: the defaults)")
     parser.add_argument("--child", nargs=2, metavar=("APP", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
+    parser.add_argument("--paths", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(*args.child, args)))
@@ -156,12 +156,17 @@ def main() -> None:
         f" {'steady':>7s}  outputs"
     )
     for app in args.apps.split(","):
+        from byoc.testing.models import fetch
+
+        models = {c[0] for c in APPS[app](np.random.default_rng(0))}
+        paths = json.dumps({m: str(fetch(m)) for m in models})
         results: dict[str, list[dict[str, Any]]] = {"ort": [], "byoc": []}
         with tempfile.TemporaryDirectory() as out:
             for r in range(args.rounds):
                 for mode in ("ort", "byoc") if r % 2 == 0 else ("byoc", "ort"):
                     cmd = [sys.executable, __file__, "--child", app, mode, "--out", out]
                     cmd += ["--warm", str(args.warm), "--passes", str(args.passes)]
+                    cmd += ["--paths", paths]
                     if args.config:
                         cmd += ["--config", args.config]
                     done = subprocess.run(cmd, capture_output=True, text=True)
