@@ -17,9 +17,10 @@ them, with symbolic dims and no ``[shapes]``:
 
 Each (app, mode) runs in its own process, the two modes alternated ``--rounds`` times: ``ort``
 builds ``onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])``; ``byoc``
-builds ``byoc.InferenceSession(path)`` with the default config (or ``--config``). A process times
-its import of byoc or onnxruntime and the sessions' creation (start-up), its first call, runs ``--warm`` passes (byoc then waits
-for the plans the hot signatures started: its background work is not in the steady state), then
+builds ``byoc.InferenceSession(path)`` with the default config (or ``--config``). A process
+times its import of byoc or onnxruntime and the sessions' creation (start-up), its first call,
+runs ``--warm`` passes (byoc then waits for the plans the hot signatures started: its
+background work is not in the steady state), then
 times ``--passes`` passes: the steady state is their median. Plans are kept in byoc's user cache
 dir, so rounds after the first start warm, as an app's next process does. Outputs of the last
 pass are compared (``[compare]`` default tolerances). Printed: per app, the medians over rounds of
