@@ -426,7 +426,11 @@ def test_the_keyword_form_still_registers_with_a_warning_saying_what_to_write():
     with pytest.warns(DeprecationWarning) as caught:
         reg.add(Registering(old_style), "byoc-old", "1.2")
     messages = [str(w.message) for w in caught]
-    assert any("write register(byoc.BackendSpec('old', ...))" in m for m in messages), messages
+    assert any(
+        "write register(byoc.BackendSpec('old', ...)) with the same keywords (local_options: "
+        "byoc.Option(..., local_only=True))" in m
+        for m in messages
+    ), messages
     assert any("(cache, mode)" in m and "write byoc.Option(" in m for m in messages), messages
     assert {w.filename for w in caught} == {__file__}  # pointing at the plugin's own line
     old = reg.backends["old"]

@@ -212,13 +212,13 @@ def _shown(option: Option) -> str:
 def from_keywords(name: str, keywords: dict[str, Any]) -> BackendSpec:
     """The spec of a deprecated ``register(name, **keywords)`` call (with one warning); its
     ``local_options`` become the options' ``local_only``."""
-    local = (
+    hint = (
         " (local_options: byoc.Option(..., local_only=True))" if "local_options" in keywords else ""
     )
     warnings.warn(
         f"backend '{name}': register(name, **keywords) is deprecated and stops working in the "
         f"next release; write register(byoc.BackendSpec({name!r}, ...)) with the same "
-        f"keywords{local}",
+        f"keywords{hint}",
         DeprecationWarning,
         stacklevel=3,
     )
