@@ -86,6 +86,9 @@ def test_a_pyproject_whose_tool_table_is_no_table_is_a_config_error(tmp_path, te
         ),
         ("[fallback]\non_backend_error = 'ignore'", ["must be one of raise, onnxruntime"]),
         ("[shapes]\nx = [2, -3]", ["'shapes.x' dims must be positive"]),
+        # found by the fuzzer: a ValueError from protobuf inside partition, an OverflowError
+        ("[shapes]\nx = [9223372036854775808]", ["'shapes.x' dims must be positive and below"]),
+        (f"[compare]\nrtol = {10**400}", ["'compare.rtol' is an integer of 401 digits"]),
         ("backends = [", ["not valid TOML"]),
         ("[compare]\ninputs = 3", ["'compare.inputs' must be a table"]),
         ("[compare]\nrtol = nan", ["'compare.rtol' must be a number >= 0, got nan"]),

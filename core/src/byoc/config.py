@@ -34,7 +34,15 @@ def _typed(value: Any, kind: Any, key: str, source: str) -> Any:
     if not _is(value, kind):
         kind_name = "a table" if kind is dict else kind.__name__
         raise ConfigError(f"{source}: '{key}' must be {kind_name}, got {value!r}")
-    return float(value) if kind is float else value
+    if kind is float:
+        try:
+            return float(value)
+        except OverflowError:  # an integer of hundreds of digits
+            digits = len(str(abs(value)))
+            raise ConfigError(
+                f"{source}: '{key}' is an integer of {digits} digits, too large for a float"
+            ) from None
+    return value
 
 
 def _is(value: Any, kind: type) -> bool:
@@ -346,8 +354,10 @@ def _parse(data: dict[str, Any], source: str) -> Config:
         cfg.backend[name] = table
     for name, dims in _table(data, "shapes", source).items():
         dims = _typed(dims, (list, int), f"shapes.{name}", source)
-        if any(d <= 0 for d in dims):
-            raise ConfigError(f"{source}: 'shapes.{name}' dims must be positive, got {dims}")
+        if any(d <= 0 or d >= 1 << 63 for d in dims):  # ONNX dims are int64
+            raise ConfigError(
+                f"{source}: 'shapes.{name}' dims must be positive and below 2**63, got {dims}"
+            )
         cfg.shapes[name] = dims
     return cfg
 

@@ -1,7 +1,9 @@
 """Fuzzing ``byoc.load``: a ``.byoc`` file damaged or edited in any way either loads or is an
-``ArtifactError`` naming the file in one line; one that loads runs, or says why not with an
-``InputError`` or ``BackendError``. Nothing else escapes, nothing hangs, nothing is written
-outside the sandbox (docs/format.md, "What loading checks").
+``ArtifactError`` naming the file in one line (or a ``BackendError``: a member edited with
+its sha256 fixed up that deserializes, but from which the backend cannot make a runtime);
+one that loads runs, or says why not with an ``InputError`` or ``BackendError``. Nothing else
+escapes, nothing hangs, nothing is written outside the sandbox (docs/format.md, "What loading
+checks").
 
 The inputs are one real file (examplejson partitions, an onnxruntime segment, the partitions'
 ONNX copies and a constant output) with its zip bytes, its manifest, a member, or the zip's
@@ -189,13 +191,11 @@ def test_a_damaged_file_loads_and_runs_or_is_a_byoc_error(valid, sandbox, data):
         try:
             loaded = byoc.load(path)
         except (byoc.ArtifactError, byoc.BackendError) as exc:
-            # BackendError: a member that deserializes but from which the backend cannot
-            # make a runtime (an ONNX segment edited, its sha256 fixed up)
             event(f"outcome: {type(exc).__name__}")
             message = str(exc)
-            if isinstance(exc, byoc.ArtifactError):
+            if isinstance(exc, byoc.ArtifactError):  # byoc's own checks: one line, the file
                 assert str(path) in message, f"the error does not name the file: {message}"
-            assert "\n" not in message.strip(), f"not one line: {message!r}"
+                assert "\n" not in message.strip(), f"not one line: {message!r}"
             return
         event("outcome: loaded")
         try:

@@ -2,6 +2,8 @@
 changed in any way, either loads into a ``Config`` whose every core setting has its declared
 type and allowed value, or is a ``ConfigError`` in one line; so is resolving it against the
 installed backends (``byoc.context.resolve``: backend names and ``[backend.<name>]`` tables).
+A config that resolves partitions a small model, or says why not: a ``ConfigError`` (an op
+type in ``ops`` no backend knows) or a ``ModelError`` (``[shapes]`` that do not fit it).
 
 The inputs are valid configs that set every core key and every installed backend's options,
 with JSON-like values swapped for ones of the wrong type or size, written out as TOML text and
@@ -13,19 +15,22 @@ from __future__ import annotations
 import json
 import math
 import re
+import tomllib
 import warnings
 from pathlib import Path
 from typing import Any
 
 import byoc
+import numpy as np
 from byoc import config
 from byoc.context import resolve
 from byoc.plugins import registry
+from byoc.testing.build import make_model, node
 from hypothesis import event, given, note
 from hypothesis import strategies as st
 
 from .guard import contained, fuzz_settings
-from .mutations import damaged_bytes, edited_json, edited_lines
+from .mutations import damaged_bytes, edited_json, edited_lines, strings
 
 
 def every_option() -> dict[str, Any]:
@@ -55,6 +60,12 @@ VALID = [
     every_option(),
 ]
 
+
+MODEL = make_model(
+    [node("Relu", ["x"], "r"), node("Cast", ["ids"], "f", to=1), node("Tanh", ["f"], "t")],
+    {"x": ["N", "C", "H", "W"], "ids": (np.int64, ["B", "L"])},
+    ["r", "t"],
+)
 
 # -- writing TOML ----------------------------------------------------------------------------
 
@@ -105,8 +116,6 @@ def toml(table: dict[str, Any], prefix: str = "") -> str:
 
 def test_the_toml_writer_writes_what_tomllib_reads():
     """The fuzz inputs start valid: each valid config survives the trip through TOML text."""
-    import tomllib
-
     for cfg in VALID:
         assert tomllib.loads(toml(cfg)) == cfg
         byoc.load_config(cfg)
@@ -136,6 +145,16 @@ def configs(draw: st.DrawFn) -> tuple[str, Any]:
     elif damage == "bytes":
         return form, draw(damaged_bytes(text.encode()))
     return form, text.encode()
+
+
+def own_strings(cfg: Any) -> list[str]:
+    """The strings a config holds, keys too (an error may quote them as they are)."""
+    if isinstance(cfg, bytes):
+        try:
+            cfg = tomllib.loads(cfg.decode())
+        except (UnicodeDecodeError, tomllib.TOMLDecodeError):
+            return []
+    return strings(cfg)
 
 
 def _typed(value: Any, kind: Any) -> bool:
@@ -171,6 +190,7 @@ def assert_checked(cfg: config.Config) -> None:
 @given(case=configs())
 def test_a_changed_config_loads_checked_or_is_a_config_error(sandbox: Path, case):
     form, cfg = case
+    quoted = [s for s in own_strings(cfg) if "\n" in s or "\r" in s]
     if form != "dict":
         path = sandbox / form
         path.write_bytes(cfg)
@@ -185,6 +205,16 @@ def test_a_changed_config_loads_checked_or_is_a_config_error(sandbox: Path, case
         except byoc.ConfigError as exc:
             event("outcome: ConfigError")
             message = str(exc).strip()
+            for text in quoted:  # a name of the config's own, quoted as it is
+                message = message.replace(text, "")
             assert message and "\n" not in message, f"not one line: {message!r}"
             return
-    event("outcome: loaded and resolved")
+        event("outcome: loaded and resolved")
+        try:  # what the config is for: [shapes] fixes MODEL's dims, the backends claim nodes
+            byoc.partition(MODEL, loaded)
+        except (byoc.ConfigError, byoc.ModelError) as exc:
+            # an op type in ops that no backend knows; [shapes] that do not fit MODEL
+            event(f"outcome: loaded, partition raised {type(exc).__name__}")
+            note(str(exc))
+            return
+    event("outcome: loaded and partitioned")
