@@ -82,7 +82,7 @@ class Plugin:
 @pytest.fixture
 def install(monkeypatch, tmp_path):
     """Register test backends on a fresh registry; measurements go to a fresh cache."""
-    monkeypatch.setattr(placement, "cache_root", lambda: tmp_path / "placement")
+    monkeypatch.setattr(placement.cache, "cache_root", lambda: tmp_path / "placement")
 
     def install(*found: Plugin) -> None:
         reg = plugins.Registry(only=[])
@@ -124,10 +124,10 @@ def fake_clock(monkeypatch):
         interval = clock["interval"] or (byoc, byoc)
         return placement.Timing(byoc, 1.0, interval, 3, others())
 
-    monkeypatch.setattr(placement, "PAUSE", 0.0)
-    monkeypatch.setattr(placement, "time_pair", time_pair)
-    monkeypatch.setattr(placement, "time_blocks", time_blocks)
-    monkeypatch.setattr(placement, "session_call_ms", lambda config, reg=None: clock["call"])
+    monkeypatch.setattr(placement.timing, "PAUSE", 0.0)
+    monkeypatch.setattr(placement.timing, "time_pair", time_pair)
+    monkeypatch.setattr(placement.timing, "time_blocks", time_blocks)
+    monkeypatch.setattr(placement.timing, "session_call_ms", lambda config, reg=None: clock["call"])
     return clock
 
 
@@ -169,14 +169,14 @@ def test_a_segment_onnxruntime_cannot_load_sends_the_model_to_onnxruntime(
     failed so) fails safe under measured placement: the model runs as read, and one line says
     why and that it is a bug to report, instead of the compile failing."""
     install(Plugin("quick", 5, fake_ms=0.5))
-    made = placement.compile_unit
+    made = placement.ledger.compile_unit
 
     def refuse_segments(reg, backend, unit, table):
         if unit.backend == "onnxruntime" and len(unit.model.graph.node) == 1:  # Sigmoid's
             raise byoc.BackendError(f"partition {unit.name}: creating the runtime failed: boom")
         return made(reg, backend, unit, table)
 
-    monkeypatch.setattr(placement, "compile_unit", refuse_segments)
+    monkeypatch.setattr(placement.ledger, "compile_unit", refuse_segments)
     said = r"runs on onnxruntime: onnxruntime cannot load onnxruntime_\d, .*boom \(a bug in byoc"
     with pytest.warns(UserWarning, match=said):
         compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
@@ -294,8 +294,8 @@ def test_a_second_compile_reuses_the_search(install, fake_clock, monkeypatch):
     install(first, second, Plugin("slow", 10, fake_ms=3.0))  # loses first: vetoes to key on
     config = {"backends": ["slow", "first", "second"], **MEASURED}
     searched = []
-    anew = placement.Placer._search_anew
-    monkeypatch.setattr(placement.Placer, "_search_anew", lambda *a: searched.append(1) or anew(*a))
+    anew = placement.search.Search.anew
+    monkeypatch.setattr(placement.search.Search, "anew", lambda *a: searched.append(1) or anew(*a))
     before = byoc.compile(model(), config)
     second.runtime.calls = 0
     again = byoc.compile(model(), config)
@@ -317,13 +317,13 @@ def test_running_low_on_memory_in_the_search_keeps_the_checked_plan(
     runs low on memory meanwhile, the plan checked before the search stays (it went all to
     onnxruntime), and one line says so."""
     install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
-    anew = placement.Placer._search_anew
+    anew = placement.search.Search.anew
 
     def short_of_memory(*args):
         monkeypatch.setattr(host, "available_memory", lambda: 1 << 30)  # 1 GB left
         return anew(*args)
 
-    monkeypatch.setattr(placement.Placer, "_search_anew", short_of_memory)
+    monkeypatch.setattr(placement.search.Search, "anew", short_of_memory)
     said = r"search for faster partitions stopped \(the machine ran low on memory.*stays"
     with pytest.warns(UserWarning, match=said):
         compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
@@ -337,7 +337,7 @@ def test_a_segment_of_a_search_plan_onnxruntime_cannot_load_keeps_the_checked_pl
     """A segment of a candidate plan that onnxruntime refuses is byoc's bug: the search stops,
     the checked plan stays, and the one line asks for a report."""
     install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
-    anew, made = placement.Placer._search_anew, placement.compile_unit
+    anew, made = placement.search.Search.anew, placement.ledger.compile_unit
 
     def refusing(reg, backend, unit, table):
         if unit.backend == "onnxruntime":
@@ -345,13 +345,13 @@ def test_a_segment_of_a_search_plan_onnxruntime_cannot_load_keeps_the_checked_pl
         return made(reg, backend, unit, table)
 
     def search(*args):
-        monkeypatch.setattr(placement, "compile_unit", refusing)
+        monkeypatch.setattr(placement.ledger, "compile_unit", refusing)
         try:
             return anew(*args)
         finally:
-            monkeypatch.setattr(placement, "compile_unit", made)
+            monkeypatch.setattr(placement.ledger, "compile_unit", made)
 
-    monkeypatch.setattr(placement.Placer, "_search_anew", search)
+    monkeypatch.setattr(placement.search.Search, "anew", search)
     said = r"search for faster partitions stopped \(onnxruntime cannot load .*boom \(a bug in byoc"
     with pytest.warns(UserWarning, match=said):
         compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
@@ -364,8 +364,8 @@ def test_a_search_other_processes_disturbed_is_not_cached(install, fake_clock, m
     install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
     config = {"backends": ["first", "second"], **MEASURED}
     searched = []
-    anew = placement.Placer._search_anew
-    monkeypatch.setattr(placement.Placer, "_search_anew", lambda *a: searched.append(1) or anew(*a))
+    anew = placement.search.Search.anew
+    monkeypatch.setattr(placement.search.Search, "anew", lambda *a: searched.append(1) or anew(*a))
     fake_clock["others"] = [0.0, 0.6, 0.6]  # first_0; then second_0, twice
     with pytest.warns(UserWarning, match="other processes took up to 60% of the CPUs"):
         busy = byoc.compile(model(), config)
@@ -631,13 +631,13 @@ def test_an_end_to_end_race_other_processes_disturbed_keeps_the_priority_plan(
     second = Pieces("second", 1, ["Neg", "Relu"], {2: 0.4}, spread={2: (0.25, 0.6)})
     install(first, second)
     fake_clock["plans"] = (0.85, 0.9)  # the search's plan clearly faster, but disturbed
-    blocks = placement.time_blocks
+    blocks = placement.timing.time_blocks
 
     def disturbed(first, second, args, *a, **k):
         timing = blocks(first, second, args, *a, **k)
         return timing if args else dataclasses.replace(timing, others=0.6)
 
-    monkeypatch.setattr(placement, "time_blocks", disturbed)
+    monkeypatch.setattr(placement.timing, "time_blocks", disturbed)
     compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
     assert backends_of(compiled) == ["first", "onnxruntime"]
 
@@ -798,7 +798,7 @@ def test_an_unclear_whole_model_loss_gets_the_same_verdict_on_the_next_compile(
         again = byoc.compile(model(), config)
     assert backends_of(again) == ["onnxruntime"] and again.plan.placement.whole.cached
     later = time.time() + 8 * 86400
-    monkeypatch.setattr(placement.time, "time", lambda: later)
+    monkeypatch.setattr(time, "time", lambda: later)
     old = byoc.compile(model(), config)  # a week later: timed again, clearly kept
     assert backends_of(old) == ["quick", "onnxruntime"]
     assert not old.plan.placement.whole.cached
@@ -1030,12 +1030,14 @@ def test_timing_stops_once_the_ratio_is_clear_and_says_when_it_is_not():
     def slow(_):
         time.sleep(0.002)
 
-    timing = placement.time_blocks(slow, lambda _: None, [], block_seconds=0.01)
+    timing = placement.timing.time_blocks(slow, lambda _: None, [], block_seconds=0.01)
     assert timing.first_ms >= 2 > timing.second_ms and timing.interval[0] > 10
     assert timing.samples == 3  # more than twice as fast: clear at once
-    steady = placement.sequential(lambda i: (0.9, 1.0), lambda a, b: 0.98, min_samples=8, budget=1)
+    steady = placement.timing.sequential(
+        lambda i: (0.9, 1.0), lambda a, b: 0.98, min_samples=8, budget=1
+    )
     assert (steady.samples, steady.interval) == (8, (0.9, 0.9))
-    coin = placement.sequential(
+    coin = placement.timing.sequential(
         lambda i: (0.9 + 0.2 * (i % 2), 1.0), lambda a, b: 0.98, min_samples=8, budget=0.01
     )
     lo, hi = coin.interval
@@ -1075,8 +1077,8 @@ def test_a_neighbours_burst_spoils_a_round_or_two_not_the_whole_model_verdict(mo
     """Byoc at 0.9x a 40 ms onnxruntime, on a machine where a neighbour triples every run for
     0.6 s out of each 2 s: the whole-model timing is still clear within its budget."""
     now = [0.0]
-    monkeypatch.setattr(placement.time, "perf_counter", lambda: now[0])
-    monkeypatch.setattr(placement.time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+    monkeypatch.setattr(time, "sleep", lambda s: now.__setitem__(0, now[0] + s))
 
     def runner(ms):
         def run(_):
@@ -1085,7 +1087,7 @@ def test_a_neighbours_burst_spoils_a_round_or_two_not_the_whole_model_verdict(mo
 
         return run
 
-    timing = placement.time_blocks(runner(36), runner(40), [], lambda a, b: 0.98, budget=4.0)
+    timing = placement.timing.time_blocks(runner(36), runner(40), [], lambda a, b: 0.98, budget=4.0)
     assert timing.interval[1] < 0.98, timing
 
 
@@ -1101,7 +1103,7 @@ def test_the_same_partition_measured_twice_gets_the_same_verdict(ratio, kept):
             burst = lambda: 3.0 if rng.random() < 1 / 8 else 1.0  # noqa: E731
             return ratio * rng.uniform(0.9, 1.1) * burst(), rng.uniform(0.9, 1.1) * burst()
 
-        timing = placement.sequential(sample, lambda a, b: 0.98, min_samples=8, budget=10)
+        timing = placement.timing.sequential(sample, lambda a, b: 0.98, min_samples=8, budget=10)
         verdicts.add(timing.interval[1] < 0.98 if kept else timing.interval[0] > 0.98)
     assert verdicts == {True}
 
@@ -1331,9 +1333,9 @@ def test_an_unclear_cached_verdict_is_timed_again_when_old(install, fake_clock, 
     fast = Plugin("quick", 5, fake_ms=0.97)  # 0.97 against 0.98 needed
     install(fast)
     config = {"backends": ["quick"], **MEASURED}
-    real = placement.time_pair
+    real = placement.timing.time_pair
     monkeypatch.setattr(
-        placement,
+        placement.timing,
         "time_pair",
         lambda *a, **k: dataclasses.replace(real(*a, **k), interval=(0.9, 1.05)),
     )
@@ -1343,7 +1345,7 @@ def test_an_unclear_cached_verdict_is_timed_again_when_old(install, fake_clock, 
     again = byoc.compile(model(), config)  # young: cached
     assert [m.cached for m in again.plan.placement.measurements] == [True]
     later = time.time() + 8 * 86400
-    monkeypatch.setattr(placement.time, "time", lambda: later)
+    monkeypatch.setattr(time, "time", lambda: later)
     old = byoc.compile(model(), config)  # a week later: timed again
     assert [m.cached for m in old.plan.placement.measurements] == [False]
 

@@ -67,7 +67,7 @@ class Plugin:
 @pytest.fixture
 def cache(monkeypatch, tmp_path) -> Path:
     root = tmp_path / "placement"
-    monkeypatch.setattr(placement, "cache_root", lambda: root)
+    monkeypatch.setattr(placement.cache, "cache_root", lambda: root)
     return root
 
 
@@ -89,9 +89,9 @@ def install(monkeypatch, cache):
             return placement.Timing(1.0, 1.0, (0.95, 1.05), 6)
         return placement.Timing(0.5, 1.0, (0.5, 0.5), 6)
 
-    monkeypatch.setattr(placement, "time_pair", time_pair)
-    monkeypatch.setattr(placement, "time_blocks", time_blocks)
-    monkeypatch.setattr(placement, "session_call_ms", lambda config, reg=None: 0.0)
+    monkeypatch.setattr(placement.timing, "time_pair", time_pair)
+    monkeypatch.setattr(placement.timing, "time_blocks", time_blocks)
+    monkeypatch.setattr(placement.timing, "session_call_ms", lambda config, reg=None: 0.0)
 
     def install(*found: Plugin) -> None:
         reg = plugins.Registry(only=[])
@@ -291,14 +291,14 @@ def test_placement_that_cannot_settle_runs_the_model_on_onnxruntime(install, mon
     nodes once was) cannot change the plan: placement stops, and the model runs on
     onnxruntime, with one line saying why."""
     install(Plugin("slow", 5, fake_ms=3.0))
-    verdict = placement.Placer._verdict
+    verdict = placement.check.verdict
 
-    def about_a_ghost(self, unit, key, trial):
-        m = verdict(self, unit, key, trial)
-        m.nodes, m.kept = ["ghost"], False
-        return m
+    def about_a_ghost(*args):
+        checked = verdict(*args)
+        ghost = dataclasses.replace(checked.verdict, nodes=["ghost"], kept=False)
+        return dataclasses.replace(checked, verdict=ghost)
 
-    monkeypatch.setattr(placement.Placer, "_verdict", about_a_ghost)
+    monkeypatch.setattr(placement.check, "verdict", about_a_ghost)
     compiled, said = compiled_warning(
         {"backends": ["slow"], "compile": {"placement": mode}}, "partitioning again"
     )
@@ -313,7 +313,9 @@ def test_placement_that_cannot_settle_runs_the_model_on_onnxruntime(install, mon
 
 def test_a_check_that_never_keeps_a_plan_runs_the_model_on_onnxruntime(install, monkeypatch):
     install(Plugin("quick", 5, fake_ms=0.5))
-    monkeypatch.setattr(placement.Placer, "verify", lambda self, compiled: self.plan)
+    again = placement.Repartition({}, then=lambda plan: plan)  # the same plan, for ever
+    never = lambda self, compiled: placement.Verified(compiled.plan.placement, again)  # noqa: E731
+    monkeypatch.setattr(placement.Placer, "verify", never)
     compiled, said = compiled_warning({"backends": ["quick"], **MEASURED}, "plans")
     check(compiled, ["onnxruntime"])
     assert said == [
@@ -324,12 +326,15 @@ def test_a_check_that_never_keeps_a_plan_runs_the_model_on_onnxruntime(install, 
 
 def test_refusals_at_codegen_that_never_end_run_the_model_on_onnxruntime(install, monkeypatch):
     """``refuse`` fails a backend that refuses what it may no longer claim; were a refusal to
-    veto nothing the plan holds, the rounds stop at their bound."""
+    veto nothing new, the rounds stop at their bound."""
     install(Plugin("picky", 5, fake_ms=0.5, refuse="r"))
-    ghosts = iter(range(1000))
-    monkeypatch.setattr(
-        compiler, "refuse", lambda vetoes, exc: vetoes.update({f"ghost{next(ghosts)}": {}})
-    )
+    calls = iter(range(1000))
+
+    def refuse_nothing(vetoes, exc):
+        next(calls)
+        return vetoes
+
+    monkeypatch.setattr(compiler, "refuse", refuse_nothing)
     config = {"backends": ["picky"], "compile": {"placement": "static"}}
     compiled, said = compiled_warning(config, "refused")
     check(compiled, ["onnxruntime"])
@@ -337,7 +342,7 @@ def test_refusals_at_codegen_that_never_end_run_the_model_on_onnxruntime(install
         "backends refused nodes at codegen in 4 rounds of partitioning: running the model on "
         "onnxruntime (a bug in byoc: please report it with the model)"
     ]
-    assert next(ghosts) == 4
+    assert next(calls) == 4
 
 
 def test_an_entry_reads_back_as_it_was_written(tmp_path):

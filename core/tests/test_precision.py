@@ -62,7 +62,7 @@ class Runtime:
 
 @pytest.fixture
 def install(monkeypatch, tmp_path):
-    monkeypatch.setattr(placement, "cache_root", lambda: tmp_path / "placement")
+    monkeypatch.setattr(placement.cache, "cache_root", lambda: tmp_path / "placement")
 
     def install(error: float, bf16_cpu: bool = True, offers: bool = True) -> None:
         reg = plugins.Registry(only=[])

@@ -3,8 +3,10 @@
 It reads top to bottom: the config and the plugins, resolved once; the plan
 (``byoc.pipeline.partition``: TVM's passes); then ``byoc.placement.Placer``, which builds each
 partition (``byoc.executor.build``), runs it once, measures it when placement is measured, and
-keeps only what it checked. A backend's codegen may refuse nodes (``byoc.NodesRefused``): the
-model is partitioned again without them, and placement starts over.
+keeps only what it checked. Placement decides and the compiler partitions: where placement
+vetoes nodes it answers ``Repartition``, and the one loop here cuts the next plan. A backend's
+codegen may refuse nodes (``byoc.NodesRefused``): the model is partitioned again without them,
+and placement starts over.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from byoc.graph import declared_inputs, tensor_type
 from byoc.inputs import given_shapes
 from byoc.loading import TooLarge, read_model
 from byoc.pipeline import ModelLike, partition
-from byoc.placement import Placer
+from byoc.placement import Placer, Repartition, Vetoes
 from byoc.plan import FALLBACK, Partition, Placement, Plan
 from byoc.plugins import Registry
 from byoc.progress import ProgressFn
@@ -85,29 +87,34 @@ def _compile(
     def variants(other: onnx.ModelProto, c: Config) -> CompiledModel:
         return compile(other, c, registry=reg)  # the same placement for other input shapes
 
-    vetoes: dict[str, dict[str, str]] = {}
+    vetoes: Vetoes = {}
     # a backend's codegen may refuse nodes (NodesRefused): partition without them; each
     # refusal vetoes a backend on nodes it claimed (``refuse``), so these rounds end
     rounds = len(first.decisions) * max(1, len(ctx.tables)) + 1
     for _ in range(rounds):
+        placer = Placer(first, ctx, progress)
         try:
-            placer = Placer(plan, ctx, progress, vetoes)
-            decided = placer.decide(inputs)
-            compiled = build(decided, ctx, progress=progress, reuse=placer.reuse, variants=variants)
-            then = placer.verify(compiled)
-            for _ in range(VERIFIED_PLANS - 1):  # one backend's whole region, plain onnxruntime
-                if then is None:
-                    break
-                compiled = build(then, ctx, progress=progress, variants=variants)
-                then = placer.verify(compiled)
-            if then is not None:
-                why = f"placement's check asked for more than {VERIFIED_PLANS} plans"
-                return _on_onnxruntime(first, ctx, why, progress, variants)
-            if compiled.plan is not None:
-                compiled.plan.graph = None  # placement's analysis, what backends cached of it
-            return compiled
+            answer: Plan | Repartition = placer.decide(plan, vetoes, inputs)
+            reuse: Callable[[Partition], tuple[Any, Any] | None] | None = placer.reuse
+            # the plan, then the plans the check asks for: one backend's whole region, and
+            # plain onnxruntime
+            for _ in range(VERIFIED_PLANS):
+                while isinstance(answer, Repartition):  # placement vetoes, this partitions
+                    vetoes = answer.vetoes
+                    plan = partition(first, ctx, vetoes=vetoes)
+                    answer = answer.then(plan)
+                compiled = build(answer, ctx, progress=progress, reuse=reuse, variants=variants)
+                verified = placer.verify(compiled)
+                assert compiled.plan is not None
+                compiled.plan.placement = verified.placement
+                if verified.then is None:
+                    compiled.plan.graph = None  # placement's analysis, what backends cached of it
+                    return compiled
+                answer, reuse = verified.then, None
+            why = f"placement's check asked for more than {VERIFIED_PLANS} plans"
+            return _on_onnxruntime(first, ctx, why, progress, variants)
         except NodesRefused as exc:
-            refuse(vetoes, exc)
+            vetoes = refuse(vetoes, exc)
             plan = partition(first, ctx, vetoes=vetoes)
     why = f"backends refused nodes at codegen in {rounds} rounds of partitioning"
     return _on_onnxruntime(first, ctx, why, progress, variants)
@@ -192,10 +199,12 @@ def _no_bfloat16_io(model: onnx.ModelProto) -> None:
         )
 
 
-def refuse(vetoes: dict[str, dict[str, str]], exc: NodesRefused) -> None:
-    """Record a backend's codegen refusals as vetoes; each round must take nodes from it."""
+def refuse(vetoes: Vetoes, exc: NodesRefused) -> Vetoes:
+    """``vetoes`` and a backend's codegen refusals; each round must take nodes from it."""
     new = {n: r for n, r in exc.reasons.items() if exc.backend not in vetoes.get(n, {})}
     if not new:
         raise BackendError(f"backend {exc.backend} refused nodes it may no longer claim: {exc}")
+    out = {node: dict(by) for node, by in vetoes.items()}
     for node, reason in new.items():
-        vetoes.setdefault(node, {})[exc.backend] = f"refused at codegen: {reason}"
+        out.setdefault(node, {})[exc.backend] = f"refused at codegen: {reason}"
+    return out

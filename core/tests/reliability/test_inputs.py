@@ -178,7 +178,7 @@ def test_random_integer_inputs_are_valid_where_the_graph_says_what_they_index():
 def test_a_model_whose_integer_input_indexes_an_embedding_is_measured(monkeypatch, tmp_path):
     from byoc import placement
 
-    monkeypatch.setattr(placement, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(placement.cache, "cache_root", lambda: tmp_path)
     cfg = {"backends": ["examplejson"], "compile": {"placement": "measured"}}
     compiled = byoc.compile(embedding(), cfg)
     placed = compiled.plan.placement

@@ -54,7 +54,7 @@ def _conv() -> onnx.ModelProto:
 def test_placement_is_offered_bf16_only_where_onednn_computes_in_it(
     monkeypatch, tmp_path, flags, model, precision
 ) -> None:
-    monkeypatch.setattr(placement, "cache_root", lambda: tmp_path)
+    monkeypatch.setattr(placement.cache, "cache_root", lambda: tmp_path)
     monkeypatch.setattr(host, "cpu", lambda: host.Cpu("x86_64", "test cpu", flags, 2))
     cfg = {"backends": ["dnnl"], "compile": {"placement": "static", "precision": "bf16"}}
     compiled = byoc.compile(model(), cfg)
