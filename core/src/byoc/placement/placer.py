@@ -143,7 +143,7 @@ class Placer:
 
     def _round(self, plan: Plan) -> Plan | Repartition:
         """One round of checking ``plan``: its answer, or the plan as the user's inputs or
-        the machine allow (``_Unrunnable``), or on onnxruntime where rounds cannot settle."""
+        the machine allow (``Unrunnable``), or on onnxruntime where rounds cannot settle."""
         self.plan = plan
         try:
             return self._check(plan)
