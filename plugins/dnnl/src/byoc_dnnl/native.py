@@ -96,21 +96,25 @@ def source(name: str) -> str:
 
 
 def _package() -> Path:
-    """The directory holding the plugin's C++ headers (``layouts.hpp``, ``dnnl_kernels.h``)."""
+    """The directory holding the plugin's C++ headers (``layouts.hpp``, ``dnnl_kernels.h``, and
+    in ``shim/`` the shim's net and families)."""
     return Path(str(resources.files("byoc_dnnl")))
+
+
+def _header_files() -> list[Path]:
+    return sorted([*_package().glob("*.h*"), *_package().glob("shim/*.hpp")])
 
 
 def _headers() -> list[str]:
     """The headers' sha256s: a changed header is a new build."""
-    found = sorted(_package().glob("*.h*"))
-    return [hashlib.sha256(h.read_bytes()).hexdigest() for h in found]
+    return [hashlib.sha256(h.read_bytes()).hexdigest() for h in _header_files()]
 
 
 def build_id() -> str:
     """What decides the native code's speed besides byoc-dnnl's version: the plugin's C++ files,
     the Python that lowers and fuses the graph, and the oneDNN they link (measured placement's
     cache key: a rebuilt plugin is timed again)."""
-    files = sorted([*_package().glob("*.[ch]*"), *_package().glob("**/*.py")])
+    files = sorted({*_package().glob("*.[ch]*"), *_header_files(), *_package().glob("**/*.py")})
     digest = hashlib.sha256(
         b"".join(f.read_bytes() for f in files) + ops.header(kinds.NAMES).encode()
     )

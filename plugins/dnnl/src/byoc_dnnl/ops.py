@@ -87,7 +87,9 @@ def header(kinds: Sequence[str]) -> str:
     kernel kinds in id order: byoc_dnnl.kinds.NAMES), ``PO_<KIND>``,
     ``CELL_<CELL>`` and ``DIR_<DIRECTION>`` (each ending in ``*_END``, one past the last id),
     per family an array of ``{name, dnnl::algorithm}`` in id order (looked up with
-    layouts.hpp's ``by_id`` and ``by_name``), and the ``SLOW`` implementation prefixes."""
+    layouts.hpp's ``by_id`` and ``by_name``), and the ``SLOW`` implementation prefixes. And
+    the macro ``BYOC_DNNL_KINDS(X)``, ``X(<kind>)`` for each kind in id order, from which
+    shim.cpp makes its table of each kind's ``lower_<kind>``."""
 
     def enum(name: str, prefix: str, names: Iterable[str]) -> str:
         items = [f"{prefix}{n.upper()} = {i}" for n, i in ids(names).items()]
@@ -118,6 +120,7 @@ def header(kinds: Sequence[str]) -> str:
             algs("REDUCE_ALGS", REDUCE_ALGS),
             f"inline const char *const SLOW[] = {{{slow}}};",
             "}  // namespace byoc_ops",
+            f"#define BYOC_DNNL_KINDS(X) {' '.join(f'X({k})' for k in kinds)}",
             "",
         ]
     )
