@@ -8,7 +8,7 @@ byoc's. A plugin that generates C (ccompiler) or wraps a C++ library (dnnl) uses
     toolchain = native.probe(native.default_compiler("c"), None, "c")  # or the reason (str)
     library = native.build(source, toolchain, "int run(void *const *args);", "mybackend")
     ffi, lib = native.load(library, "mybackend")
-    data = native.pack(header, source, library)  # what byoc_serialize returns
+    data = native.pack(b"mybackend artifact 1\\n", header, source, library)  # byoc_serialize's
     header, source, library = native.unpack(data, b"mybackend artifact 1\\n", "mybackend")
 
 ``build`` caches the compiled extension under ``platformdirs.user_cache_dir("byoc")/<kind>/``
@@ -27,12 +27,10 @@ import functools
 import hashlib
 import importlib.machinery
 import importlib.util
-import json
 import os
 import re
 import shlex
 import shutil
-import struct
 import subprocess
 import sys
 import sysconfig
@@ -45,7 +43,7 @@ from typing import Any
 
 import cffi
 
-from byoc import host
+from byoc import artifact, host
 from byoc.errors import ArtifactError
 
 EXT_SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
@@ -405,7 +403,8 @@ def _install(library: Library, root: Path) -> Path:
 def pack(magic: bytes, header: dict[str, Any], source: str, library: Library | None) -> bytes:
     """``magic``, an 8-byte little-endian header length, a JSON header (yours plus the sizes
     and sha256 of source and library, the module name, host and toolchain), the source (UTF-8),
-    then the library's bytes (absent when ``library`` is None)."""
+    then the library's bytes (absent when ``library`` is None): ``byoc.artifact.write_header``'s
+    layout."""
     text = source.encode("utf-8")
     data = library.data if library else b""
     full = {
@@ -418,33 +417,16 @@ def pack(magic: bytes, header: dict[str, Any], source: str, library: Library | N
         "host": library.host if library else "",
         "toolchain": library.toolchain if library else {},
     }
-    head = json.dumps(full, sort_keys=True).encode()
-    return magic + struct.pack("<Q", len(head)) + head + text + data
+    return artifact.write_header(magic, full, text + data)
 
 
 def unpack(data: bytes, magic: bytes, where: str) -> tuple[dict[str, Any], str, Library | None]:
     """Check and split what ``pack`` wrote; ``ArtifactError`` (prefixed ``where``) names the
-    first problem: magic, sizes, hashes, encoding, module name."""
-    if not isinstance(data, bytes | bytearray | memoryview):
-        raise ArtifactError(f"{where}: expected bytes, got {type(data).__name__}")
-    data = bytes(data)
-    if not data.startswith(magic):
-        raise ArtifactError(f"{where}: does not start with {magic.strip().decode()!r}")
-    start = len(magic) + 8
-    if len(data) < start:
-        raise ArtifactError(f"{where}: truncated inside the header length")
-    (size,) = struct.unpack("<Q", data[len(magic) : start])
-    if size > len(data) - start:
-        raise ArtifactError(f"{where}: header of {size} bytes does not fit in {len(data)} bytes")
-    try:
-        header = json.loads(data[start : start + size])
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ArtifactError(f"{where}: the header is not JSON: {exc}") from None
-    if not isinstance(header, dict):
-        raise ArtifactError(f"{where}: the header must be a JSON object")
+    first problem: magic, sizes, hashes, encoding, module name (``byoc.artifact.read_header``
+    checks the magic and the header)."""
+    header, body = artifact.read_header(data, magic, where)
     source_size = field_of(header, "source_size", int, where)
     library_size = field_of(header, "library_size", int, where)
-    body = data[start + size :]
     if source_size < 0 or library_size < 0 or source_size + library_size != len(body):
         raise ArtifactError(
             f"{where}: the header announces {source_size} + {library_size} bytes of source and "

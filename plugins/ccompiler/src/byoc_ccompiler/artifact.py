@@ -18,14 +18,14 @@ from typing import Any
 
 import onnx
 from byoc import ArtifactError, Partition
+from byoc.artifact import read_signature, read_symbol
 from byoc.native import Library, field_of, pack, unpack
 
-from byoc_ccompiler.codegen import SYMBOL, Options, Tensor, generate
+from byoc_ccompiler.codegen import Options, Tensor, generate
 from byoc_ccompiler.ops import CTYPES
 
 MAGIC = b"byoc-ccompiler artifact 2\n"
 OLD_MAGIC = b"byoc-ccompiler artifact 1\n"  # no partition: its source cannot be checked
-_MAX_DIMS = 32
 
 
 @dataclass
@@ -74,9 +74,7 @@ def decode(data: bytes, trust_native: bool = False) -> Artifact:
             "checked before it is compiled: compile the model again"
         )
     header, source, library = unpack(data, MAGIC, "ccompiler artifact")
-    symbol = field_of(header, "symbol", str, "ccompiler artifact")
-    if not SYMBOL.fullmatch(symbol):
-        raise ArtifactError(f"ccompiler artifact: symbol {symbol!r} is not a C identifier")
+    symbol = read_symbol(header, "ccompiler artifact")
     where = f"ccompiler artifact {symbol}"
     inputs, outputs = _tensors(header, "inputs", where), _tensors(header, "outputs", where)
     options, model = _options(header, where), _partition(header, where)
@@ -120,23 +118,4 @@ def _partition(header: dict[str, Any], where: str) -> onnx.ModelProto:
 
 
 def _tensors(header: dict[str, Any], key: str, where: str) -> list[Tensor]:
-    items = header.get(key)
-    if not isinstance(items, list):
-        raise ArtifactError(f"{where}: header field '{key}' must be a list")
-    out = []
-    for item in items:
-        ok = (
-            isinstance(item, dict)
-            and isinstance(item.get("name"), str)
-            and item.get("dtype") in CTYPES
-            and isinstance(item.get("shape"), list)
-            and len(item["shape"]) <= _MAX_DIMS
-            and all(
-                isinstance(d, int) and not isinstance(d, bool) and 0 < d < 2**40
-                for d in item["shape"]
-            )
-        )
-        if not ok:
-            raise ArtifactError(f"{where}: bad {key} entry {item!r}")
-        out.append(Tensor(item["name"], item["dtype"], tuple(item["shape"])))
-    return out
+    return [Tensor(*entry) for entry in read_signature(header, key, where, CTYPES)]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import struct
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import byoc
 import numpy as np
 from byoc import ArtifactError, NodeView, Option, Partition, host, native
+from byoc.artifact import read_parts, write_parts
 
 from byoc_dnnl import annotate, csource, kinds
 from byoc_dnnl import native as dnnl_native
@@ -23,6 +23,10 @@ VERSION = "0.1.0"
 MAGIC = b"BYOCDNNL"
 _FORMAT_VERSION = 1  # the JSON graph and weights
 _C_FORMAT_VERSION = 2  # and the C++ file with its library (byoc.native.pack)
+_PARTS = {  # each format version's parts (byoc.artifact.read_parts)
+    _FORMAT_VERSION: ("graph", "weight index", "weights"),
+    _C_FORMAT_VERSION: ("graph", "weight index", "weights", "C source"),
+}
 C_MAGIC = b"byoc-dnnl C source 1\n"
 FPMATH = ("strict", "bf16")
 CODEGEN = ("json", "c")
@@ -309,6 +313,7 @@ def byoc_create_runtime(backend: str, artifact: Artifact, config: Mapping[str, A
 
 
 # -- serialization ----------------------------------------------------------------------------
+# byoc.artifact.write_parts's layout, checked by its read_parts:
 # MAGIC | u32 format version | u64 n + JSON graph | u64 n + JSON weight index | u64 n + weights:
 # float32s ([offset, count] in the index), and u8 or i8 ([offset, count, dtype]) padded to 4 bytes
 # and, in format 2 (codegen = "c"), | u64 n + byoc.native.pack(C_MAGIC, symbol, C++, library)
@@ -335,42 +340,18 @@ def byoc_serialize(backend: str, artifact: Artifact) -> bytes | None:
         version = _C_FORMAT_VERSION
         symbol = partition_symbol(artifact.graph)
         parts.append(native.pack(C_MAGIC, {"symbol": symbol}, artifact.source, artifact.library))
-    out = [MAGIC, struct.pack("<I", version)]
-    for part in parts:
-        out += [struct.pack("<Q", len(part)), part]
-    return b"".join(out)
+    return write_parts(MAGIC, parts, version)
 
 
 @byoc.hookimpl
 def byoc_deserialize(backend: str, data: bytes, trust_native: bool) -> Artifact | None:
-    view = memoryview(bytes(data))
-    if bytes(view[:8]) != MAGIC:
-        raise ArtifactError("dnnl artifact: bad magic (not written by byoc-dnnl)")
-    version = struct.unpack("<I", view[8:12])[0] if len(view) >= 12 else None
-    if version not in (_FORMAT_VERSION, _C_FORMAT_VERSION):
-        raise ArtifactError("dnnl artifact: unknown format version")
-    what = ["graph", "weight index", "weights"]
-    if version == _C_FORMAT_VERSION:
-        what.append("C source")
-    parts = []
-    at = 12
-    for part in what:
-        if at + 8 > len(view):
-            raise ArtifactError(f"dnnl artifact: truncated before the {part}")
-        (n,) = struct.unpack("<Q", view[at : at + 8])
-        at += 8
-        if n > len(view) - at:
-            raise ArtifactError(f"dnnl artifact: the {part} is truncated")
-        parts.append(view[at : at + n])
-        at += n
-    if at != len(view):
-        raise ArtifactError(f"dnnl artifact: {len(view) - at} trailing bytes")
+    version, parts = read_parts(data, MAGIC, _PARTS, "dnnl artifact")
     try:
         source = bytes(parts[0]).decode()
         graph = json.loads(source)
         index = json.loads(bytes(parts[1]).decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ArtifactError(f"dnnl artifact: damaged JSON: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # nested too deep: recursion
+        raise ArtifactError(f"dnnl artifact: damaged JSON: {str(exc)[:200]}") from None
     blob = parts[2]
     if not isinstance(index, dict):
         raise ArtifactError("dnnl artifact: the weight index is not an object")

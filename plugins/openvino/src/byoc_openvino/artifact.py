@@ -18,15 +18,13 @@ saying what is wrong.
 from __future__ import annotations
 
 import hashlib
-import json
-import re
-import struct
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import onnx
 from byoc import ArtifactError, ByocError
+from byoc.artifact import read_header, read_signature, read_symbol, write_header
 from byoc.graph import SUBGRAPH_OPS, tensor_type
 from byoc.loading import read_model, specialize
 
@@ -37,10 +35,7 @@ DTYPES = (
     "float32", "float16", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64",
     "uint64", "bool",
 )  # fmt: skip
-_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 _MAX_HEADER = 1 << 24
-_MAX_DIMS = 32
-_MAX_NAME = 4096
 
 
 @dataclass(frozen=True)
@@ -110,32 +105,14 @@ def encode(artifact: Artifact) -> bytes:
         "options": {"precision": artifact.precision, "threads": artifact.threads},
         "onnx": {"size": len(data), "sha256": hashlib.sha256(data).hexdigest()},
     }
-    text = json.dumps(header, sort_keys=True).encode()
-    return MAGIC + struct.pack("<Q", len(text)) + text + data
+    return write_header(MAGIC, header, data)
 
 
 def decode(data: bytes) -> Artifact:
-    """Check artifact bytes and read the partition through byoc's checked reader."""
-    data = bytes(data)
-    if not data.startswith(MAGIC):
-        raise ArtifactError("openvino artifact: bad magic (not written by byoc-openvino)")
-    at = len(MAGIC)
-    if len(data) < at + 8:
-        raise ArtifactError("openvino artifact: truncated before its header")
-    (size,) = struct.unpack("<Q", data[at : at + 8])
-    at += 8
-    if size > min(_MAX_HEADER, len(data) - at):
-        raise ArtifactError(f"openvino artifact: header of {size} bytes is truncated or too big")
-    try:
-        header = json.loads(data[at : at + size].decode())
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ArtifactError(f"openvino artifact: the header is not JSON: {exc}") from None
-    if not isinstance(header, dict):
-        raise ArtifactError("openvino artifact: the header is not an object")
-    body = data[at + size :]
-    symbol = header.get("symbol")
-    if not isinstance(symbol, str) or not _SYMBOL.fullmatch(symbol):
-        raise ArtifactError(f"openvino artifact: symbol {str(symbol)[:80]!r} is not valid")
+    """Check artifact bytes (``byoc.artifact``'s framing, symbol and signature checks) and read
+    the partition through byoc's checked reader."""
+    header, body = read_header(data, MAGIC, "openvino artifact", _MAX_HEADER)
+    symbol = read_symbol(header, "openvino artifact")
     where = f"openvino artifact {symbol}"
     inputs, outputs = _tensors(header, "inputs", where), _tensors(header, "outputs", where)
     options = header.get("options")
@@ -200,27 +177,8 @@ def _external(t: onnx.TensorProto) -> bool:
 
 
 def _tensors(header: dict[str, Any], key: str, where: str) -> list[Tensor]:
-    items = header.get(key)
-    if not isinstance(items, list):
-        raise ArtifactError(f"{where}: header field '{key}' must be a list")
-    out = []
-    for item in items:
-        ok = (
-            isinstance(item, dict)
-            and isinstance(item.get("name"), str)
-            and 0 < len(item["name"]) <= _MAX_NAME
-            and item.get("dtype") in DTYPES
-            and isinstance(item.get("shape"), list)
-            and len(item["shape"]) <= _MAX_DIMS
-            and all(
-                isinstance(d, int) and not isinstance(d, bool) and 0 <= d < 2**40
-                for d in item["shape"]
-            )
-        )
-        if not ok:
-            raise ArtifactError(f"{where}: bad {key} entry {str(item)[:200]}")
-        out.append(Tensor(item["name"], item["dtype"], tuple(item["shape"])))
-    return out
+    entries = read_signature(header, key, where, DTYPES, empty_dims=True)
+    return [Tensor(*entry) for entry in entries]
 
 
 def numpy_dtype(t: Tensor) -> np.dtype[Any]:
