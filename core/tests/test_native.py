@@ -63,6 +63,19 @@ def test_a_compile_error_carries_the_compilers_message(tmp_path):
         native.build(broken, toolchain(), "int twice(int x);", "t", cache=str(tmp_path))
 
 
+def test_a_compile_error_comes_before_the_warnings_it_sets_off(tmp_path):
+    """An error whose warnings run longer than the message keeps (here functions its broken
+    caller leaves unused) is still in the message, ahead of them."""
+    unused = "".join(f"static int unused_{i}(int x) {{ return x + {i}; }}\n" for i in range(60))
+    broken = unused + "int twice(int x) { return x +; }\n"
+    tc = toolchain()
+    tc = dataclasses.replace(tc, cflags=(*tc.cflags, "-Wall"))
+    with pytest.raises(RuntimeError) as info:
+        native.build(broken, tc, "int twice(int x);", "t", cache=str(tmp_path))
+    assert "expected expression" in str(info.value)
+    assert str(info.value).count("unused_") < 60  # the rest of the output: its tail
+
+
 def test_a_missing_compiler_or_bad_flags_give_a_reason():
     assert (
         native.probe("/nonexistent/cc", None) == "no working C compiler: /nonexistent/cc not found"

@@ -263,6 +263,17 @@ def build(
     )
 
 
+def _errors_first(text: str, limit: int = 1500) -> str:
+    """At most ``limit`` characters of a compiler's output: its lines that say "error" first
+    (the warnings one error sets off, such as functions it left unused, come after it and would
+    push it out of the output's tail), then the tail."""
+    errors = "\n".join(line for line in text.splitlines() if "error" in line.lower())
+    if not errors:
+        return text[-limit:]
+    errors = errors[: limit // 2]
+    return f"{errors}\n...\n{text[-(limit - len(errors)) :]}"
+
+
 def _compile(ffi: Any, name: str, toolchain: Toolchain, root: Path, target: Path) -> None:
     tmp = tempfile.mkdtemp(prefix=f"{name}-", dir=root)
     try:
@@ -275,7 +286,7 @@ def _compile(ffi: Any, name: str, toolchain: Toolchain, root: Path, target: Path
                 built = ffi.compile(tmpdir=tmp, verbose=False)
             except Exception as exc:
                 text = out.read_text(errors="replace").strip() if out.is_file() else ""
-                raise RuntimeError(f"{exc}\n{text[-1500:]}".strip()) from None
+                raise RuntimeError(f"{exc}\n{_errors_first(text)}".strip()) from None
         _publish(Path(built), target)
         keep = Path(tmp) / f"{name}{_SUFFIX[toolchain.language]}"
         if keep.is_file():  # the extension's full source, for people reading the cache
