@@ -159,10 +159,12 @@ def specialize(
         ) from exc
     _check_opsets(proto)
     _check_attributes(proto.graph)
-    _check_ranges(proto.graph)
+    longest_range = _check_ranges(proto.graph)
     light = _weightless(proto)
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, data_prop=_short_vectors(light))
+        inferred = onnx.shape_inference.infer_shapes(light)
+        if longest_range <= _MAX_PROPAGATED and _short_vectors(inferred):
+            inferred = onnx.shape_inference.infer_shapes(light, data_prop=True)
     except Exception as exc:
         raise ModelError(f"ONNX shape inference failed on the model: {exc}") from exc
     # Keep the main graph's inferred types only: what inference writes into If/Loop bodies can
@@ -302,10 +304,12 @@ _MAX_PROPAGATED = 1 << 18
 
 
 def _short_vectors(proto: onnx.ModelProto) -> bool:
-    """No 1-D value the main graph declares (inputs, outputs, value_info, initializers) is
-    longer than ``_MAX_PROPAGATED``: then shape inference may propagate values (a Shape's,
-    through Gather and Concat, to a Reshape). Without it, ``complete_shapes`` fills in what
-    inference leaves unknown."""
+    """No 1-D value of the main graph (inputs, outputs, initializers, and the value_info of
+    shape inference without data propagation: a flattened tensor) is longer than
+    ``_MAX_PROPAGATED``. Then inference may propagate values too (a Shape's, through Gather
+    and Concat, to a Reshape); else ``complete_shapes`` fills in what it leaves unknown. A
+    Range of constant bounds longer than that (its length only propagation finds) counts
+    too: ``specialize`` asks ``_check_ranges``."""
     g = proto.graph
     dims = [list(t.dims) for t in g.initializer]
     for v in [*g.input, *g.output, *g.value_info]:
@@ -316,9 +320,11 @@ def _short_vectors(proto: onnx.ModelProto) -> bool:
 _MAX_RANGE = 1 << 28  # elements: ONNX shape inference computes a constant Range's values
 
 
-def _check_ranges(graph: onnx.GraphProto) -> None:
+def _check_ranges(graph: onnx.GraphProto) -> float:
     """A Range of constant bounds makes at most ``_MAX_RANGE`` elements: shape inference
-    (with data propagation) would compute a Range to 2**40 for minutes and gigabytes."""
+    (with data propagation) would compute a Range to 2**40 for minutes and gigabytes.
+    Returns the most elements such a Range makes (0 without one)."""
+    longest = 0.0
     scalars: dict[str, float] = {}
     for t in graph.initializer:
         if len(t.dims) <= 1 and (value := _number(t)) is not None:
@@ -335,6 +341,8 @@ def _check_ranges(graph: onnx.GraphProto) -> None:
                     f"node '{node.name}' (Range) would make {count:.0f} elements "
                     f"({start:g} to {limit:g} by {delta:g}); at most {_MAX_RANGE} are allowed"
                 )
+            longest = max(longest, float(count))
+    return longest
 
 
 def _number(t: onnx.TensorProto) -> float | None:
