@@ -186,7 +186,7 @@ def assert_checked(cfg: config.Config) -> None:
     assert cfg.backends is None or all(isinstance(b, str) for b in cfg.backends)
 
 
-@fuzz_settings(weight=4)  # a few milliseconds an example
+@fuzz_settings(weight=2)
 @given(case=configs())
 def test_a_changed_config_loads_checked_or_is_a_config_error(sandbox: Path, case):
     form, cfg = case
