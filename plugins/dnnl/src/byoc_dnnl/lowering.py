@@ -4,15 +4,18 @@ each ONNX op and composite becomes kernels is its kind's table entry (``byoc_dnn
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from byoc import NodeView, Partition
 from byoc.plan import Composite
 
-if TYPE_CHECKING:
-    from byoc_dnnl.kinds.base import Lower, LowerComposite
+# A kind's lowering of one node, and of a composite (the match and its nodes); the kinds table
+# (byoc_dnnl.kinds) gives one per op and composite.
+Lower = Callable[["Lowering", NodeView], None]
+LowerComposite = Callable[["Lowering", Composite, list[NodeView]], None]
 
 MAX_POST_OPS = 12
 

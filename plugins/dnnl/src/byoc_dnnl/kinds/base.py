@@ -7,23 +7,17 @@ import math
 import re
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 from byoc import ArtifactError, NodeView
 from byoc.patterns import Match, Pattern
 
+from byoc_dnnl.lowering import Lower, LowerComposite
 from byoc_dnnl.ops import ALG_IDS, DST_TYPES, RNN_IDS
-
-if TYPE_CHECKING:
-    from byoc.plan import Composite as Found
-
-    from byoc_dnnl.lowering import Lowering
 
 Check = Callable[[NodeView], str | None]
 MatchCheck = Callable[[Match], str | None]
-Lower = Callable[["Lowering", NodeView], None]
-LowerComposite = Callable[["Lowering", "Found", list[NodeView]], None]
 Params = Callable[[int, dict[str, Any]], tuple[list[int], list[float]]]
 Writer = Callable[["Call"], str]
 
