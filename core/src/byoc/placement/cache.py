@@ -35,7 +35,7 @@ _THREAD_ENV = ("OMP_", "GOMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_")
 def host_id() -> str:
     """What a timing depends on beyond the code: the CPU model, its features, the cores, and
     the environment's threading settings (``OMP_*``, ``GOMP_*``, ``KMP_*``, ``MKL_*``,
-    ``ONEDNN_*``, ``DNNL_*``: OpenMP's wait policy alone made oneDNN 2x slower on P1)."""
+    ``ONEDNN_*``, ``DNNL_*``: OpenMP's wait policy alone changes how fast oneDNN runs)."""
     env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_THREAD_ENV))
     c = host.cpu()
     text = f"{c.machine}|{c.model}|{' '.join(c.flags)}|{c.cores}|{env}"

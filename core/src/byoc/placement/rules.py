@@ -28,8 +28,8 @@ def wins(m: Measurement, margin: float) -> tuple[bool, bool]:
     went on until the ratio's interval was clear of that threshold; when the budget ran out
     first (unclear), it is kept only if its median passes and the interval is clear of
     onnxruntime's time without the margin: a median 2% ahead on a noisy machine is not yet a
-    win (light_densenet121 kept so, then ran 1.03x in its own process), and one noisy round no
-    longer throws a 10% win away. A timing other processes disturbed is never a win."""
+    win, and one noisy round does not throw a 10% win away. A timing other processes disturbed
+    is never a win."""
     m = dataclasses.replace(m, margin=margin)
     if m.disturbed:
         return False, False
@@ -69,13 +69,11 @@ def saved_range(m: Measurement, basis: float | None = None) -> tuple[float, floa
 def bases(ms: Sequence[Measurement]) -> dict[int, float]:
     """Each candidate's onnxruntime time for comparing its saving with the others' (by
     ``id``): the median over the candidates that cover nearly the same nodes (``near``),
-    itself included. Each was timed beside onnxruntime at its own moment, and this machine
-    drifts between them: bert-enc's dnnl encoder (166 nodes) read onnxruntime at 6.31 ms and
-    OpenVINO's (173, its token-id Gathers too) at 5.29, so dnnl's ratio of 0.74 saved 1.64 ms
-    against OpenVINO's 1.54 at 0.71, and the search kept dnnl, which ran 0.78 of onnxruntime
-    end to end, OpenVINO 0.69, without asking. On one basis their ratios rank them; where that
-    and the savings as timed disagree (drift, or extra nodes that cost more than drift), the
-    end-to-end check decides."""
+    itself included. Each was timed beside onnxruntime at its own moment, and the machine
+    drifts between them: savings as timed can rank two candidates of one region by the drift
+    instead of by their speed. On one basis their ratios rank them; where that and the savings
+    as timed disagree (drift, or extra nodes that cost more than drift), the end-to-end check
+    decides."""
     return {id(m): statistics.median(o.onnxruntime_ms for o in ms if near(m, o)) for m in ms}
 
 
@@ -117,8 +115,7 @@ def unexplained(
     than plain onnxruntime (the rest is the same sessions' work, plus handoffs): when what
     they save, each timed beside onnxruntime, is less than the margin of the whole model's
     time, a larger win end to end was a disturbance of one side, as a neighbour on the core of
-    onnxruntime's pinned thread makes (swin on an AVX2 EPYC: 0.75x measured once and cached,
-    1.12x in its own process)."""
+    onnxruntime's pinned thread makes."""
     saved = 0.0
     for m in parts:
         if m is None:

@@ -153,8 +153,8 @@ class Search:
 
     def unbeaten(self, backend: str) -> Vetoes:
         """The vetoes for ``backend``'s search candidates: all but its partitions' timing
-        losses, since a piece that lost alone says nothing of the larger region around it
-        (whisper: OpenVINO's fragments between dnnl's lost, OpenVINO on the whole model wins)."""
+        losses, since a piece that lost alone says nothing of the larger region around it (a
+        backend's fragments between another's can lose where its whole region wins)."""
         lost = {node for node, by in self.slower.items() if backend in by}
         return {
             node: {b: r for b, r in by.items() if b != backend or node not in lost}
@@ -271,9 +271,8 @@ class Search:
         """``ranked`` with each partition of the plan preceded by a candidate of another
         backend for nearly its region that it does not clearly beat (on the savings as timed
         and on the shared bases): that near tie then goes to the end-to-end check, which keeps
-        the plan unless the candidate's is faster by the margin. Without it a near tie stayed
-        with whichever ranked first: bert-enc's dnnl and OpenVINO encoders timed 0.72-0.74 of
-        onnxruntime each, while end to end OpenVINO's plan ran at 0.88-0.92 of dnnl's."""
+        the plan unless the candidate's is faster by the margin, rather than staying with
+        whichever ranked first."""
         order = list(ranked)
         mine = {id(m) for m in current}
 
@@ -303,9 +302,8 @@ class Search:
         priority plan, both built (with what was compiled already) and timed against each other
         in alternating blocks as the whole-model check; the search's must be faster by the
         margin. Partition savings each rest on an onnxruntime time of their own region, timed
-        apart: bert-enc's dnnl encoder (166 nodes) saved 1.50-1.63 ms and OpenVINO's (173, its
-        token-id Gathers too) 1.58-1.60, a tie that flipped between compiles, while end to end
-        OpenVINO's plan ran at 0.66-0.71 of onnxruntime and dnnl's at 0.73-0.79."""
+        apart: a near tie between them can flip from compile to compile where end to end one
+        plan is clearly the faster."""
         ledger, feeds = self.ledger, self.feeds
 
         def reuse(unit: Partition) -> Made | None:
@@ -342,8 +340,8 @@ class Search:
         trials: dict[str, Trial],
     ) -> dict[int, Measurement]:
         """These partitions timed again, longer (60 pairs, up to 4 s each), so that their
-        intervals narrow: a near tie on the first timings (ViT-tiny: OpenVINO [0.75, 0.86]
-        against dnnl [0.87, 0.91]) is decided by more samples, not by the first ones' noise.
+        intervals narrow: a near tie on the first timings is decided by more samples, not by
+        the first ones' noise.
         Returns the new verdicts by the ``id`` of the ones they replace (a disturbed timing is
         no evidence: the first stands), each cached and in this search's verdicts."""
         again: dict[int, Measurement] = {}

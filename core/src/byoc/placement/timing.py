@@ -137,9 +137,8 @@ def time_blocks(
     a round's sample is its two block medians, drawn until the ratio is clear (at least
     ``rounds``; ``sequential``). Short blocks and many rounds: a neighbour's burst spoils a
     round or two, which the median's interval shrugs off, where long blocks and three
-    rounds let one burst make the verdict unclear (a 40 ms model read [0.30, 2.01] over 5
-    rounds on a busy machine, [0.82, 0.89] in pairs). Six rounds to stop: all six on one
-    side of the threshold, as likely as 1 in 64 by chance."""
+    rounds let one burst make the verdict unclear. Six rounds to stop: all six on one side of
+    the threshold, as likely as 1 in 64 by chance."""
 
     def block(fn: Runner) -> float:
         time.sleep(gap)  # the other one's idle threads stop spinning (onnxruntime's do)
@@ -189,9 +188,9 @@ def busy(timing: Timing) -> bool:
 def undisturbed(timed: Callable[[], Timing], again: bool = True) -> Timing:
     """``timed()``, and (``again``) once more after a pause when other processes took more
     than ``host.BUSY`` of the CPUs meanwhile (a burst passes). A neighbour slows the two sides
-    unequally: while a torch export ran, oneDNN's OpenMP threads, which share each primitive
-    between them, took 6-13x their time on P1, onnxruntime's pool 1.5x. Once a timing of a
-    compile stayed disturbed the machine is busy: ``Ledger.undisturbed`` times nothing twice."""
+    unequally (OpenMP threads that share each primitive wait for the slowest of them, and slow
+    down far more than onnxruntime's pool). Once a timing of a compile stayed disturbed the machine is busy:
+    ``Ledger.undisturbed`` times nothing twice."""
     timing = timed()
     if again and busy(timing):
         time.sleep(PAUSE)

@@ -115,9 +115,7 @@ def second_chance(
     candidate of one backend that holds every node the plan's partitions hold and saved the
     most the plan, that backend's earlier vetoes on its nodes dropped and every other backend
     vetoed (its own check decides next). A plan cut from pieces that each won alone can lose
-    end to end where one backend's whole region wins: squeezenet-qdq on an AVX-512 EPYC, a
-    dnnl plan 1.04x onnxruntime and plain onnxruntime next, OpenVINO's whole model 0.69x.
-    None when there is no such candidate."""
+    end to end where one backend's whole region wins. None when there is no such candidate."""
     claimed = {n for p in plan.partitions for n in p.nodes}
     mine = {(p.backend, frozenset(p.nodes)) for p in plan.partitions}
     best = max(
