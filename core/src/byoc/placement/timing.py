@@ -189,8 +189,8 @@ def undisturbed(timed: Callable[[], Timing], again: bool = True) -> Timing:
     """``timed()``, and (``again``) once more after a pause when other processes took more
     than ``host.BUSY`` of the CPUs meanwhile (a burst passes). A neighbour slows the two sides
     unequally (OpenMP threads that share each primitive wait for the slowest of them, and slow
-    down far more than onnxruntime's pool). Once a timing of a compile stayed disturbed the machine is busy:
-    ``Ledger.undisturbed`` times nothing twice."""
+    down far more than onnxruntime's pool). Once a timing of a compile stayed disturbed the
+    machine is busy: ``Ledger.undisturbed`` times nothing twice."""
     timing = timed()
     if again and busy(timing):
         time.sleep(PAUSE)
