@@ -237,7 +237,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             "input (--input NAME=FILE.npy, or the config's [compare] inputs), or none to run on "
             "random ones"
         )
-    if missing:
+    if missing and not args.quiet:
         print(
             f"byoc: random inputs for {', '.join(missing)} (seed {cfg.compare['seed']}); "
             "--input NAME=FILE.npy gives real ones",
