@@ -20,15 +20,18 @@ UNARY = ["Sin", "Cos", "Softsign", "Neg", "Abs", "Exp", "Tanh", "Sigmoid", "Relu
 
 
 def backend_table(config: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    """The backend's options under ``config``, as byoc resolves them for its hooks."""
     active, _ = resolve_backends(byoc.load_config(config), registry())
     return next(a.table for a in active if a.name == backend)
 
 
 def claimed_ops(config: Mapping[str, Any], backend: str) -> dict[str, Any]:
+    """The op types the backend claims under ``config``, with their checks."""
     return registry().supported_ops(backend, backend_table(config, backend))
 
 
 def why_not(plan: byoc.Plan, node: str, backend: str) -> str:
+    """Why ``node`` stayed off the backend in ``plan``: its refusals, joined."""
     reasons = [r for b, r in plan.decisions[node].refusals if b in (backend, "*")]
     return "; ".join(reasons) or "no reason given"
 

@@ -3,7 +3,7 @@ other settings of an op where kernels often compute otherwise than onnxruntime
 (``OP_VARIANTS``).
 
 A case says its inputs (graph inputs, or constants with a fixed value), attributes, number of
-outputs, opset. Random values are seeded: the same cases, the same values, every run.
+outputs, opset. Random values come from seeded generators.
 """
 
 from __future__ import annotations
