@@ -5,7 +5,7 @@ Two profiles, picked by ``HYPOTHESIS_PROFILE``:
 - ``ci`` (the default, what ``make test`` runs): 200 examples times each target's weight (a
   cheap target tries more), derandomized so that every run tries the same inputs, no example
   database; half a minute in all.
-- ``fuzz`` (``make fuzz``): 10 000 fresh examples times each target's weight, about ten minutes
+- ``fuzz`` (``make fuzz``): 7 500 fresh examples times each target's weight, about ten minutes
   in all; a failing example is saved in ``.hypothesis/`` and tried first by the next run.
 
 The profiles are registered here and applied by ``guard.fuzz_settings`` to the fuzz targets
@@ -32,7 +32,7 @@ _COMMON = {
     "print_blob": True,
 }
 settings.register_profile("ci", max_examples=200, derandomize=True, database=None, **_COMMON)
-settings.register_profile("fuzz", max_examples=10_000, **_COMMON)
+settings.register_profile("fuzz", max_examples=7_500, **_COMMON)
 
 
 @pytest.fixture(scope="module", autouse=True)
