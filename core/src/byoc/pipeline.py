@@ -65,14 +65,15 @@ def partition(
     ctx = resolve(config, registry)
     cfg, reg, active, skipped = ctx.config, ctx.registry, ctx.active, ctx.skipped
     source, graph = _loaded(model, cfg)  # 1. load: names, order, [shapes], inference
-    unknown = [k for k in vetoes or {} if k not in graph.index]
+    known = graph.index.keys() | {n.name for n in source.graph.node}  # folded ones too
+    unknown = [k for k in vetoes or {} if k not in known]
     if unknown:
-        close = difflib.get_close_matches(unknown[0], list(graph.index), n=3, cutoff=0.5)
+        close = difflib.get_close_matches(unknown[0], sorted(known), n=3, cutoff=0.5)
         raise ConfigError(
             f"vetoes name {len(unknown)} node(s) the model does not have, first '{unknown[0]}'"
             + (f" (near names: {', '.join(close)})" if close else "")
         )
-    vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items()}
+    vetoed = {graph.index[k]: dict(v) for k, v in (vetoes or {}).items() if k in graph.index}
     candidates = [
         Candidate(
             a.name, reg.supported_ops(a.name, a.table), a.table["ops"], a.table["exclude_ops"]
