@@ -19,7 +19,7 @@ Each (app, mode) runs in its own process, the two modes alternated ``--rounds`` 
 builds ``onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])``; ``byoc``
 builds ``byoc.InferenceSession(path)`` with the default config (or ``--config``). A process
 times its import of byoc or onnxruntime and the sessions' creation (start-up), its first call,
-runs ``--warm`` passes (byoc then waits for the plans the hot signatures started: its
+runs ``--warm`` passes (byoc then passes and waits until no signature starts compiling: its
 background work is not in the steady state), then
 times ``--passes`` passes: the steady state is their median. Plans are kept in byoc's user cache
 dir, so rounds after the first start warm, as an app's next process does. Outputs of the last
@@ -116,11 +116,16 @@ def child(app: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.warm):
         one_pass()
     planned: list[str] = []
-    if mode == "byoc":
+    if mode == "byoc":  # warm: pass and wait until no signature starts compiling
+        for _ in range(2 * args.warm + 5):
+            before = [s.plans() for s in sessions.values()]
+            for s in sessions.values():
+                s.wait()
+            one_pass()
+            if [s.plans() for s in sessions.values()] == before:
+                break
         for model, s in sessions.items():
-            s.wait()
             planned += [f"{model} {list(sig)}" for sig, how in s.plans().items() if how == "byoc"]
-        one_pass()
     times = []
     for _ in range(args.passes):
         started = time.perf_counter()
