@@ -301,3 +301,13 @@ def test_import_byoc_costs_an_app_no_more_than_onnxruntime():
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_shapes_that_never_repeat_do_not_grow_the_session(monkeypatch):
+    """A stream of new signatures (a width per call) is counted in a bounded table."""
+    monkeypatch.setattr(session, "_MAX_SEEN", 4)
+    s = byoc.InferenceSession(dynamic_model(), config={**EXAMPLEJSON, "session": {"cache": False}})
+    for batch in range(1, 20):
+        s.run(None, {"x": np.ones((batch, 8), np.float32)})
+        assert len(s._seen) <= 4
+    assert s.plans() == {}  # none was called 3 times

@@ -257,8 +257,8 @@ class Plan:
         rows = [("unit", "backend", "nodes", "ops", "inputs", "outputs")]
         units = self.schedule
         if not verbose and len(units) > TABLE_ROWS:
-            largest = sorted(units, key=lambda u: -self.work(u.nodes))[:TABLE_ROWS]
-            units = [u for u in units if u in largest]
+            largest = {id(u) for u in sorted(units, key=lambda u: -self.work(u.nodes))[:TABLE_ROWS]}
+            units = [u for u in units if id(u) in largest]
         for unit in units:
             ops: dict[str, int] = {}
             composites = {c.nodes[-1]: c.name for c in unit.composites}
@@ -356,7 +356,8 @@ class Plan:
         shown = p.measurements
         if not verbose and len(shown) > PLACEMENT_LINES:
             weight = sorted(shown, key=lambda m: -abs(m.onnxruntime_ms - m.backend_ms))
-            shown = [m for m in shown if m in weight[:PLACEMENT_LINES]]
+            top = {id(m) for m in weight[:PLACEMENT_LINES]}
+            shown = [m for m in shown if id(m) in top]
         for m in shown:
             lines.append(f"  {m.partition} ({self.work(m.nodes)} nodes): {m.summary()}")
         if len(shown) < len(p.measurements):

@@ -48,6 +48,7 @@ log = logging.getLogger("byoc.session")
 OrtSession = ort.InferenceSession
 _CPU = "CPUExecutionProvider"
 _MAX_PLAIN = 4096  # signatures remembered as plain onnxruntime (a set of small tuples)
+_MAX_SEEN = 4096  # signatures counted towards compile_after (an app whose shapes never repeat)
 _LEVEL_NAMES = {
     ort.GraphOptimizationLevel.ORT_DISABLE_ALL: "disable",
     ort.GraphOptimizationLevel.ORT_ENABLE_BASIC: "basic",
@@ -129,7 +130,7 @@ class InferenceSession:
         self._use_disk = bool(settings["cache"])
         self._wait = wait
         self._lock = threading.Lock()
-        self._plans: collections.OrderedDict[Signature, _Plan] = collections.OrderedDict()
+        self._plans: dict[Signature, _Plan] = {}
         self._plain: set[Signature] = set()
         self._used: dict[Signature, int] = {}  # when each plan last ran (or was made)
         self._clock = itertools.count()
@@ -252,6 +253,8 @@ class InferenceSession:
         with self._lock:
             if sig in self._pending or sig in self._plans or sig in self._plain:
                 return
+            if len(self._seen) >= _MAX_SEEN and sig not in self._seen:
+                self._seen.clear()  # shapes that never repeat: forget, never grow
             self._seen[sig] += 1
             if self._seen[sig] < self._compile_after:
                 return
@@ -298,17 +301,16 @@ class InferenceSession:
             _show(sig),
             f"on {', '.join(sorted(backends))} and onnxruntime" if backends else "as onnxruntime",
         )
-        if path is not None and (keep is None or compiled.plan is not None):
+        if path is not None:
             _store(path, sig, keep)
         self._keep(sig, keep)
 
     def _keep(self, sig: Signature, model: Any) -> None:
         with self._lock:
             if model is None:
-                if len(self._plain) < _MAX_PLAIN:
-                    self._plain.add(sig)
+                self._plain_add(sig)
                 return
-            plans = collections.OrderedDict(self._plans)
+            plans = dict(self._plans)
             plans[sig] = _Plan(model)
             self._used[sig] = next(self._clock)
             while len(plans) > self._max_plans:  # the least recently used goes
@@ -320,9 +322,14 @@ class InferenceSession:
     def _drop(self, sig: Signature, why: str) -> None:
         log.warning("byoc: %s runs on onnxruntime from now on: %s", _show(sig), why)
         with self._lock:
-            plans = collections.OrderedDict(self._plans)
+            plans = dict(self._plans)
             plans.pop(sig, None)
             self._plans = plans
+            self._plain_add(sig)
+
+    def _plain_add(self, sig: Signature) -> None:
+        """Remember ``sig`` as plain onnxruntime (under the lock), up to ``_MAX_PLAIN``."""
+        if len(self._plain) < _MAX_PLAIN:
             self._plain.add(sig)
 
     # -- plans on disk ------------------------------------------------------------------------
