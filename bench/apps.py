@@ -19,8 +19,8 @@ Each (app, mode) runs in its own process, the two modes alternated ``--rounds`` 
 builds ``onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"])``; ``byoc``
 builds ``byoc.InferenceSession(path)`` with the default config (or ``--config``). A process
 times its import of byoc or onnxruntime and the sessions' creation (start-up), its first call,
-runs ``--warm`` passes (byoc then passes and waits until no signature starts compiling: its
-background work is not in the steady state), then
+runs ``--warm`` passes (byoc then passes, up to ``--settle`` more, until no plan is compiling
+or being checked against onnxruntime: its background work is not in the steady state), then
 times ``--passes`` passes: the steady state is their median. Plans are kept in byoc's user cache
 dir, so rounds after the first start warm, as an app's next process does. Outputs of the last
 pass are compared (``[compare]`` default tolerances). Printed: per app, the medians over rounds of
@@ -116,13 +116,15 @@ def child(app: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.warm):
         one_pass()
     planned: list[str] = []
-    if mode == "byoc":  # warm: pass and wait until no signature starts compiling
-        for _ in range(2 * args.warm + 5):
+    if mode == "byoc":  # warm: pass and wait until no plan is compiling or being checked
+        for _ in range(args.settle):
             before = [s.plans() for s in sessions.values()]
             for s in sessions.values():
                 s.wait()
             one_pass()
-            if [s.plans() for s in sessions.values()] == before:
+            after = [s.plans() for s in sessions.values()]
+            busy = {"compiling", "checking"} & {v for p in after for v in p.values()}
+            if after == before and not busy:
                 break
         for model, s in sessions.items():
             planned += [f"{model} {list(sig)}" for sig, how in s.plans().items() if how == "byoc"]
@@ -147,6 +149,9 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--warm", type=int, default=3)
     parser.add_argument("--passes", type=int, default=5)
+    parser.add_argument(
+        "--settle", type=int, default=40, help="byoc: at most this many more warm passes"
+    )
     parser.add_argument("--config", default=None, help="byoc's config (default: the defaults)")
     parser.add_argument("--child", nargs=2, metavar=("APP", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -172,6 +177,7 @@ def main() -> None:
                 for mode in ("ort", "byoc") if r % 2 == 0 else ("byoc", "ort"):
                     cmd = [sys.executable, __file__, "--child", app, mode, "--out", out]
                     cmd += ["--warm", str(args.warm), "--passes", str(args.passes)]
+                    cmd += ["--settle", str(args.settle)]
                     cmd += ["--paths", paths]
                     if args.config:
                         cmd += ["--config", args.config]

@@ -15,7 +15,16 @@ import pytest
 from byoc import compiler, host, session
 from onnx import TensorProto, helper, numpy_helper
 
-EXAMPLEJSON = {"backends": ["examplejson"], "compile": {"placement": "static"}}
+EXAMPLEJSON = {
+    "backends": ["examplejson"],
+    "compile": {"placement": "static"},
+    "session": {"check": 0},  # a pure-Python backend: its plans would lose the check
+}
+
+
+def with_session(**settings: object) -> dict[str, object]:
+    """EXAMPLEJSON with these ``[session]`` settings."""
+    return {**EXAMPLEJSON, "session": {"check": 0, **settings}}
 
 
 def dynamic_model(dims: list[object] | None = None) -> bytes:
@@ -79,7 +88,7 @@ def test_the_session_api_is_onnxruntimes():
 
 def test_a_hot_signature_gets_a_plan_and_other_shapes_keep_running():
     model = dynamic_model()
-    s = byoc.InferenceSession(model, config={**EXAMPLEJSON, "session": {"compile_after": 2}})
+    s = byoc.InferenceSession(model, config=with_session(compile_after=2))
     rng = np.random.default_rng(2)
     x = rng.random((4, 8), np.float32)
     s.run(None, {"x": x})
@@ -141,7 +150,7 @@ def test_errors_are_onnxruntimes():
 
 def test_a_run_racing_the_swap_is_correct():
     model = dynamic_model()
-    s = byoc.InferenceSession(model, config={**EXAMPLEJSON, "session": {"compile_after": 1}})
+    s = byoc.InferenceSession(model, config=with_session(compile_after=1))
     x = np.random.default_rng(3).random((8, 8), np.float32)
     want = reference(model, {"x": x})
     wrong: list[str] = []
@@ -166,7 +175,7 @@ def test_a_run_racing_the_swap_is_correct():
 
 def test_plans_are_cached_on_disk_for_the_next_process(monkeypatch):
     model = dynamic_model()
-    config = {**EXAMPLEJSON, "session": {"compile_after": 1}}
+    config = with_session(compile_after=1)
     first = byoc.InferenceSession(model, config=config, wait=True)
     first.run(None, {"x": np.ones((5, 8), np.float32)})
     assert set(first.plans().values()) == {"byoc"}
@@ -186,7 +195,7 @@ def test_plans_are_cached_on_disk_for_the_next_process(monkeypatch):
 
 def test_a_damaged_cached_plan_is_compiled_again(tmp_path):
     model = dynamic_model()
-    config = {**EXAMPLEJSON, "session": {"compile_after": 1}}
+    config = with_session(compile_after=1)
     first = byoc.InferenceSession(model, config=config, wait=True)
     first.run(None, {"x": np.ones((5, 8), np.float32)})
     (saved,) = (session.plans_dir()).rglob("*.byoc")
@@ -200,7 +209,7 @@ def test_a_damaged_cached_plan_is_compiled_again(tmp_path):
 def test_the_least_recently_used_plan_is_dropped():
     s = byoc.InferenceSession(
         dynamic_model(),
-        config={**EXAMPLEJSON, "session": {"compile_after": 1, "plans": 2, "cache": False}},
+        config=with_session(compile_after=1, plans=2, cache=False),
         wait=True,
     )
     for batch in (1, 2, 1, 3):  # 1 ran after 2 was made: 2 goes
@@ -214,7 +223,7 @@ def test_question_mark_dims_are_each_their_own_unknown():
     model_proto = onnx.load_from_string(model)
     model_proto.graph.node[0].CopyFrom(helper.make_node("Relu", ["x"], ["m"], name="mm"))
     model = model_proto.SerializeToString()
-    s = byoc.InferenceSession(model, config={**EXAMPLEJSON, "session": {"compile_after": 1}})
+    s = byoc.InferenceSession(model, config=with_session(compile_after=1))
     for width in (192, 320):
         x = np.random.default_rng(width).random((1, width), np.float32)
         got = s.run(None, {"x": x})
@@ -249,7 +258,7 @@ def test_patch_onnxruntime_reaches_sessions_a_library_builds():
     sys.modules["some_ocr_library"] = library
     model = dynamic_model()
     try:
-        with byoc.patch_onnxruntime(config={**EXAMPLEJSON, "session": {"compile_after": 1}}):
+        with byoc.patch_onnxruntime(config=with_session(compile_after=1)):
             s = library.load(model)
             assert isinstance(s, byoc.InferenceSession)
             x = np.ones((2, 8), np.float32)
@@ -281,7 +290,7 @@ def test_a_session_on_another_provider_is_plain_onnxruntime(monkeypatch):
             return ["CUDAExecutionProvider", "CPUExecutionProvider"]
 
     monkeypatch.setattr(session, "OrtSession", OnAnotherProvider)
-    config = {**EXAMPLEJSON, "session": {"compile_after": 1}}
+    config = with_session(compile_after=1)
     s = byoc.InferenceSession(dynamic_model(), config=config, wait=True)
     x = np.ones((2, 8), np.float32)
     for _ in range(3):
@@ -306,8 +315,76 @@ def test_import_byoc_costs_an_app_no_more_than_onnxruntime():
 def test_shapes_that_never_repeat_do_not_grow_the_session(monkeypatch):
     """A stream of new signatures (a width per call) is counted in a bounded table."""
     monkeypatch.setattr(session, "_MAX_SEEN", 4)
-    s = byoc.InferenceSession(dynamic_model(), config={**EXAMPLEJSON, "session": {"cache": False}})
+    s = byoc.InferenceSession(dynamic_model(), config=with_session(cache=False))
     for batch in range(1, 20):
         s.run(None, {"x": np.ones((batch, 8), np.float32)})
         assert len(s._seen) <= 4
     assert s.plans() == {}  # none was called 3 times
+
+
+def _slowed(run, seconds: float):
+    def slow(*args, **kwargs):
+        import time
+
+        time.sleep(seconds)
+        return run(*args, **kwargs)
+
+    return slow
+
+
+def test_a_plan_slower_in_the_apps_calls_is_dropped_and_stays_dropped(monkeypatch):
+    """Placement kept it, but in the app's own calls onnxruntime is faster: the session times
+    both, alternated, and runs onnxruntime from then on; the next process does not compile it."""
+    model = dynamic_model()
+    config = with_session(compile_after=1, check=3)
+    s = byoc.InferenceSession(model, config=config, wait=True)
+    x = np.random.default_rng(5).random((3, 8), np.float32)
+    want = reference(model, {"x": x})
+    s.run(None, {"x": x})
+    assert s.plans() == {(("x", "<f4", (3, 8)),): "checking"}
+    (plan,) = s._plans.values()
+    ran = []
+    monkeypatch.setattr(plan.model, "run", _slowed(plan.model.run, 0.02))
+    real = s._run_ort
+    monkeypatch.setattr(s, "_run_ort", lambda *a: ran.append("ort") or real(*a))
+    for _ in range(6):  # 3 on each side, alternated; every answer is right
+        for g, w in zip(s.run(None, {"x": x}), want, strict=True):
+            np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+    assert ran == ["ort"] * 3
+    assert s.plans() == {(("x", "<f4", (3, 8)),): "onnxruntime"}
+    assert s.wait(60)
+    monkeypatch.setattr(compiler, "compile", _no_compile)
+    again = byoc.InferenceSession(model, config=config, wait=True)
+    assert again.plans() == {(("x", "<f4", (3, 8)),): "onnxruntime"}
+    assert not list(session.plans_dir().rglob("*.byoc"))  # the plan's file is gone
+
+
+def test_a_plan_faster_in_the_apps_calls_is_kept_and_not_checked_again(monkeypatch):
+    model = dynamic_model()
+    config = with_session(compile_after=1, check=3)
+    s = byoc.InferenceSession(model, config=config, wait=True)
+    x = np.ones((3, 8), np.float32)
+    monkeypatch.setattr(s, "_run_ort", _slowed(s._run_ort, 0.02))
+    for _ in range(7):
+        s.run(None, {"x": x})
+    assert s.plans() == {(("x", "<f4", (3, 8)),): "byoc"}
+    assert s.wait(60)
+    monkeypatch.setattr(compiler, "compile", _no_compile)
+    again = byoc.InferenceSession(model, config=config, wait=True)
+    assert again.plans() == {(("x", "<f4", (3, 8)),): "byoc"}  # judged: not checked again
+
+
+def test_cached_plans_load_after_the_first_call():
+    """Loading an earlier process's plans would slow the app's first call: they load after it."""
+    model = dynamic_model()
+    config = with_session(compile_after=1)
+    byoc.InferenceSession(model, config=config, wait=True).run(None, {"x": np.ones((2, 8), "f")})
+    s = byoc.InferenceSession(model, config=config)
+    assert s._jobs == 0 and s.plans() == {}  # nothing loads during start-up
+    s.run(None, {"x": np.ones((1, 8), np.float32)})
+    assert s.wait(60)
+    assert s.plans()[(("x", "<f4", (2, 8)),)] == "byoc"
+
+
+def _no_compile(*args, **kwargs):
+    raise AssertionError("a cached plan or verdict is loaded, not compiled")

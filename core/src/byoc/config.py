@@ -263,6 +263,14 @@ SESSION_KEYS: dict[str, Option] = {
         "byoc.InferenceSession: keep plans in the user cache dir per model, config, signature "
         "and machine, so the next process starts with them",
     ),
+    "check": Option(
+        int,
+        8,
+        "byoc.InferenceSession: calls of each side timed when a plan is ready, the plan and "
+        "onnxruntime alternated in the app's own calls; the plan is kept only if its median is "
+        "at least 3% below onnxruntime's, else the signature runs on onnxruntime (0: no check)",
+        range(0, 1 << 16),
+    ),
 }
 TOP_KEYS = ("backends", "fallback", "backend", "shapes", "compare", "compile", "session")
 

@@ -24,8 +24,10 @@ import json
 import logging
 import os
 import queue
+import statistics
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -49,6 +51,9 @@ OrtSession = ort.InferenceSession
 _CPU = "CPUExecutionProvider"
 _MAX_PLAIN = 4096  # signatures remembered as plain onnxruntime (a set of small tuples)
 _MAX_SEEN = 4096  # signatures counted towards compile_after (an app whose shapes never repeat)
+# A plan is kept after its check only if its median call is this far below onnxruntime's: a plan
+# that merely ties costs the process its backends' threads and memory for nothing.
+CHECK_MARGIN = 0.97
 _LEVEL_NAMES = {
     ort.GraphOptimizationLevel.ORT_DISABLE_ALL: "disable",
     ort.GraphOptimizationLevel.ORT_ENABLE_BASIC: "basic",
@@ -74,12 +79,16 @@ def signature(feed: Any) -> Signature | None:
 
 
 class _Plan:
-    """A compiled model for one signature, or None: plain onnxruntime runs it."""
+    """A compiled model for one signature, or None: plain onnxruntime runs it. While
+    ``check`` is above 0, the signature's calls alternate between the plan and onnxruntime and
+    ``times`` holds their durations (the plan's, onnxruntime's) until each side has ``check``."""
 
-    __slots__ = ("model",)
+    __slots__ = ("check", "model", "times")
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, check: int = 0) -> None:
         self.model = model
+        self.check = check if model is not None else 0
+        self.times: tuple[list[float], list[float]] = ([], [])
 
 
 class InferenceSession:
@@ -127,6 +136,7 @@ class InferenceSession:
         settings = self._base.session
         self._compile_after = int(settings["compile_after"])
         self._max_plans = int(settings["plans"])
+        self._check = int(settings["check"])
         self._use_disk = bool(settings["cache"])
         self._wait = wait
         self._lock = threading.Lock()
@@ -143,7 +153,11 @@ class InferenceSession:
         self._enabled = cpu_only and self._compile_after > 0 and self._max_plans > 0
         if not cpu_only:
             log.info("byoc: a session on %s runs as plain onnxruntime", self.get_providers())
-        elif self._enabled and self._use_disk:
+        # plans an earlier process saved load in the background after the first call, which
+        # they would slow (with wait: now)
+        self._cold = self._enabled and self._use_disk
+        if self._cold and wait:
+            self._cold = False
             self._submit(self._load_cached)
 
     # -- onnxruntime's API ------------------------------------------------------------------
@@ -162,6 +176,8 @@ class InferenceSession:
             names = self._outputs if output_names is None else list(output_names)
             if self._output_set.issuperset(names):
                 self._used[sig] = next(self._clock)  # for the least recently used
+                if plan.check:
+                    return self._checked(sig, plan, names, output_names, input_feed, run_options)
                 try:
                     outputs = plan.model.run(input_feed)
                     return [outputs[n] for n in names]
@@ -169,7 +185,63 @@ class InferenceSession:
                     self._drop(sig, f"its run failed ({type(exc).__name__}: {exc})")
         elif sig is not None and plan is None and sig not in self._plain:
             self._count(sig, input_feed)
-        return self._run_ort(output_names, input_feed, run_options)
+        result = self._run_ort(output_names, input_feed, run_options)
+        if self._cold:
+            self._warm_up()
+        return result
+
+    def _checked(
+        self,
+        sig: Signature,
+        plan: _Plan,
+        names: list[str],
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: ort.RunOptions | None,
+    ) -> list[Any]:
+        """A call while ``plan`` is checked: on the side with fewer timed calls, timed. Both
+        sides' answers are the app's answer (the plan's passed placement's comparison)."""
+        ours, theirs = plan.times
+        on_plan = len(ours) <= len(theirs)
+        started = time.perf_counter()
+        if on_plan:
+            try:
+                outputs = plan.model.run(input_feed)
+            except Exception as exc:  # fail safe, as an unchecked plan's run
+                self._drop(sig, f"its run failed ({type(exc).__name__}: {exc})")
+                return self._run_ort(output_names, input_feed, run_options)
+            result = [outputs[n] for n in names]
+        else:
+            result = self._run_ort(output_names, input_feed, run_options)
+        (ours if on_plan else theirs).append(time.perf_counter() - started)
+        if len(ours) >= plan.check and len(theirs) >= plan.check:
+            self._judge(sig, plan)
+        return result
+
+    def _judge(self, sig: Signature, plan: _Plan) -> None:
+        """The check's verdict: keep the plan only if it clearly beats onnxruntime in the app's
+        own calls (a plan measured faster alone can lose beside the app's other work: two
+        thread pools taking turns); either way, saved for the next process."""
+        with self._lock:
+            if not plan.check or self._plans.get(sig) is not plan:
+                return  # judged by another thread, or dropped meanwhile
+            plan.check = 0
+        mine, theirs = (statistics.median(t) for t in plan.times)
+        keep = mine < CHECK_MARGIN * theirs
+        why = f"{mine * 1e3:.3f} ms vs onnxruntime's {theirs * 1e3:.3f} ms in the app's calls"
+        if keep:
+            log.info("byoc: %s keeps its plan: %s", _show(sig), why)
+        else:
+            self._drop(sig, f"its plan is not faster ({why})", logging.INFO)
+        path = self._plan_file(sig) if self._key else None  # the key: made with the plan
+        if path is not None:
+            self._submit(lambda: _mark(path, sig, keep))
+
+    def _warm_up(self) -> None:
+        with self._lock:
+            cold, self._cold = self._cold, False
+        if cold:
+            self._submit(self._load_cached)
 
     def _run_ort(
         self,
@@ -228,12 +300,11 @@ class InferenceSession:
     # -- byoc's side --------------------------------------------------------------------------
 
     def plans(self) -> dict[Signature, str]:
-        """Each signature with a plan: ``"byoc"`` (backends run part of it) or
-        ``"onnxruntime"`` (it runs as plain onnxruntime); compiling ones are ``"compiling"``."""
+        """Each signature with a plan: ``"byoc"`` (backends run part of it), ``"checking"``
+        (the plan is being timed against onnxruntime in the app's calls) or ``"onnxruntime"``
+        (it runs as plain onnxruntime); compiling ones are ``"compiling"``."""
         with self._lock:
-            out = {
-                s: "byoc" if p.model is not None else "onnxruntime" for s, p in self._plans.items()
-            }
+            out = {s: _state(p) for s, p in self._plans.items()}
             out.update({s: "onnxruntime" for s in self._plain})
             out.update({s: "compiling" for s in self._pending})
         return out
@@ -303,15 +374,15 @@ class InferenceSession:
         )
         if path is not None:
             _store(path, sig, keep)
-        self._keep(sig, keep)
+        self._keep(sig, keep, self._check)
 
-    def _keep(self, sig: Signature, model: Any) -> None:
+    def _keep(self, sig: Signature, model: Any, check: int = 0) -> None:
         with self._lock:
             if model is None:
                 self._plain_add(sig)
                 return
             plans = dict(self._plans)
-            plans[sig] = _Plan(model)
+            plans[sig] = _Plan(model, check)
             self._used[sig] = next(self._clock)
             while len(plans) > self._max_plans:  # the least recently used goes
                 victim = min(plans, key=lambda s: self._used.get(s, -1))
@@ -319,8 +390,8 @@ class InferenceSession:
                 self._used.pop(victim, None)
             self._plans = plans  # one assignment: a run sees the old table or the new one
 
-    def _drop(self, sig: Signature, why: str) -> None:
-        log.warning("byoc: %s runs on onnxruntime from now on: %s", _show(sig), why)
+    def _drop(self, sig: Signature, why: str, level: int = logging.WARNING) -> None:
+        log.log(level, "byoc: %s runs on onnxruntime from now on: %s", _show(sig), why)
         with self._lock:
             plans = dict(self._plans)
             plans.pop(sig, None)
@@ -388,8 +459,9 @@ class InferenceSession:
             return True
         if not path.with_suffix(".byoc").is_file():
             return False
+        check = 0 if path.with_suffix(".kept").is_file() else self._check
         try:
-            self._keep(sig, reader.load(path.with_suffix(".byoc")))
+            self._keep(sig, reader.load(path.with_suffix(".byoc")), check)
         except Exception as exc:
             log.info("byoc: cached plan %s not used: %s", path.name, exc)
             return False
@@ -409,6 +481,25 @@ def _store(path: Path, sig: Signature, compiled: Any) -> None:
             path.with_suffix(".plain").write_bytes(b"")
     except Exception as exc:
         log.info("byoc: cannot cache the plan in %s: %s", path.parent, exc)
+
+
+def _mark(path: Path, sig: Signature, keep: bool) -> None:
+    """Save a check's verdict: a ``.kept`` marker beside the plan, or the plan replaced by a
+    ``.plain`` marker."""
+    try:
+        if keep:
+            path.with_suffix(".kept").write_bytes(b"")
+        else:
+            _store(path, sig, None)
+            path.with_suffix(".byoc").unlink(missing_ok=True)
+    except OSError as exc:
+        log.info("byoc: cannot save the check's verdict in %s: %s", path.parent, exc)
+
+
+def _state(plan: _Plan) -> str:
+    if plan.model is None:
+        return "onnxruntime"
+    return "checking" if plan.check else "byoc"
 
 
 def _listing(folder: Path) -> Iterator[Path]:
