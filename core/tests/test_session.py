@@ -375,13 +375,15 @@ def test_a_plan_faster_in_the_apps_calls_is_kept_and_not_checked_again(monkeypat
 
 
 def test_cached_plans_load_after_the_first_call():
-    """Loading an earlier process's plans would slow the app's first call: they load after it."""
+    """Loading an earlier process's plans would slow the app's first call: they load at the
+    second."""
     model = dynamic_model()
-    config = with_session(compile_after=1)
-    byoc.InferenceSession(model, config=config, wait=True).run(None, {"x": np.ones((2, 8), "f")})
-    s = byoc.InferenceSession(model, config=config)
-    assert s._jobs == 0 and s.plans() == {}  # nothing loads during start-up
+    first = byoc.InferenceSession(model, config=with_session(compile_after=1), wait=True)
+    first.run(None, {"x": np.ones((2, 8), np.float32)})
+    s = byoc.InferenceSession(model, config=with_session(compile_after=5))  # [session]: same plans
     s.run(None, {"x": np.ones((1, 8), np.float32)})
+    assert s._jobs == 0 and s.plans() == {}  # nothing loads during start-up and the first call
+    s.run(None, {"x": np.ones((3, 8), np.float32)})
     assert s.wait(60)
     assert s.plans()[(("x", "<f4", (2, 8)),)] == "byoc"
 

@@ -153,11 +153,12 @@ class InferenceSession:
         self._enabled = cpu_only and self._compile_after > 0 and self._max_plans > 0
         if not cpu_only:
             log.info("byoc: a session on %s runs as plain onnxruntime", self.get_providers())
-        # plans an earlier process saved load in the background after the first call, which
-        # they would slow (with wait: now)
-        self._cold = self._enabled and self._use_disk
+        # Plans an earlier process saved load in the background at the second call (with
+        # wait: now): the worker's imports hold the GIL for milliseconds at a time, which made
+        # a tiny model's first call 4.6x onnxruntime's when they started after it.
+        self._cold = 2 if self._enabled and self._use_disk else 0
         if self._cold and wait:
-            self._cold = False
+            self._cold = 0
             self._submit(self._load_cached)
 
     # -- onnxruntime's API ------------------------------------------------------------------
@@ -239,8 +240,9 @@ class InferenceSession:
 
     def _warm_up(self) -> None:
         with self._lock:
-            cold, self._cold = self._cold, False
-        if cold:
+            load = self._cold == 1  # the first call counts down, the second loads
+            self._cold = max(self._cold - 1, 0)
+        if load:
             self._submit(self._load_cached)
 
     def _run_ort(
@@ -419,7 +421,7 @@ class InferenceSession:
                 with open(self._model, "rb") as fh:
                     for block in iter(lambda: fh.read(1 << 20), b""):
                         digest.update(block)
-            settings = asdict(self._config()) | {"source": None}
+            settings = asdict(self._config()) | {"source": None, "session": None}  # not in plans
             versions = sorted((b.name, b.version) for b in plugins.registry().backends.values())
             digest.update(json.dumps([settings, versions, host_id()], default=str).encode())
             self._key = digest.hexdigest()[:24]
