@@ -8,12 +8,15 @@ import subprocess
 import sys
 
 import byoc
+import numpy as np
 import onnx
 import pytest
 from byoc import host
 from byoc.bench import bench
+from byoc.cli import main
 from byoc.progress import TerminalProgress
 from byoc.testing.build import make_model, node
+from onnx import numpy_helper
 
 
 def model():
@@ -152,3 +155,61 @@ def test_quiet_is_accepted_everywhere(files, tmp_path):
         assert done.returncode == 0, done.stderr
         assert done.stderr == ""
     assert byoc_cli("compile", path, "-c", cfg, "-q", "-o", tmp_path / "m.byoc").stdout == ""
+
+
+def _rows(text: str) -> dict[str, str]:
+    """A table's unit -> nodes column: the rows after its ``unit  backend  nodes`` header, up
+    to the first line that is not a unit's."""
+    lines = text.splitlines()
+    start = next(
+        i for i, line in enumerate(lines) if line.split()[:3] == ["unit", "backend", "nodes"]
+    )
+    rows = {}
+    for line in lines[start + 1 :]:
+        cells = line.split()
+        if cells and set(cells[0]) == {"-"}:
+            continue
+        if len(cells) < 3 or not cells[0][-1].isdigit():
+            break
+        rows[cells[0]] = cells[2]
+    return rows
+
+
+def test_bench_counts_a_units_nodes_as_partition_does(tmp_path, capsys):
+    """A partition holding a Constant node: ``partition`` counts its compute nodes (the
+    constant apart, in its backend's line), and ``bench`` shows the same count, not one more."""
+    weights = numpy_helper.from_array(np.full((2, 8), 0.5, np.float32))
+    model = make_model(
+        [
+            node("Constant", [], "c", value=weights),
+            node("Add", ["x", "c"], "a"),
+            node("Tanh", ["a"], "t"),
+            node("Mul", ["t", "t"], "y"),
+        ],
+        {"x": [2, 8]},
+        ["y"],
+    )
+    onnx.save(model, tmp_path / "m.onnx")
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text(
+        'backends = ["examplejson"]\n[backend.examplejson]\nops = ["Add", "Mul"]\n'
+        '[compile]\nplacement = "static"\n'
+    )
+    args = [str(tmp_path / "m.onnx"), "-c", str(cfg)]
+    assert main(["partition", *args]) == 0
+    planned = capsys.readouterr().out
+    assert "examplejson: 2 partition(s), 2 node(s) + 1 constant(s)" in planned
+    assert main(["bench", *args, "--runs", "2", "--warmup", "0"]) == 0
+    benched = _rows(capsys.readouterr().out)
+    assert (
+        benched
+        == _rows(planned)
+        == {"examplejson_0": "1", "onnxruntime_0": "1", "examplejson_1": "1"}
+    )
+    assert main(["bench", *args, "--runs", "2", "--warmup", "0", "--json"]) == 0
+    steps = json.loads(capsys.readouterr().out)["steps"]
+    assert [(s["name"], s["nodes"], s["constants"]) for s in steps] == [
+        ("examplejson_0", 1, 1),
+        ("onnxruntime_0", 1, 0),
+        ("examplejson_1", 1, 0),
+    ]

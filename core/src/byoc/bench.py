@@ -53,12 +53,15 @@ class Stats:
 
 @dataclass(frozen=True)
 class StepTiming:
-    """The time one unit of the schedule (a partition or a fallback segment) takes."""
+    """The time one unit of the schedule (a partition or a fallback segment) takes; its
+    ``nodes`` that compute and the ``constants`` bound inside it, as ``partition`` counts
+    them (``Plan.work``)."""
 
     name: str
     backend: str
     nodes: int
     stats: Stats
+    constants: int = 0
 
 
 @dataclass
@@ -90,6 +93,7 @@ class BenchReport:
                     "name": s.name,
                     "backend": s.backend,
                     "nodes": s.nodes,
+                    "constants": s.constants,
                     **s.stats.to_json(),
                     "share": s.stats.median / self.byoc.median if self.byoc.median else 0.0,
                 }
@@ -186,10 +190,11 @@ def bench(
                 totals.append(time.perf_counter() - start)
                 for k, (_, seconds) in enumerate(times):
                     per_step[k].append(seconds)
-    steps = [
-        StepTiming(s.unit.name, s.unit.backend, len(s.unit.nodes), Stats.of(t))
-        for s, t in zip(compiled.steps, per_step, strict=True)
-    ]
+    steps = []
+    for s, t in zip(compiled.steps, per_step, strict=True):
+        nodes = s.unit.nodes
+        work = compiled.plan.work(nodes) if compiled.plan is not None else len(nodes)
+        steps.append(StepTiming(s.unit.name, s.unit.backend, work, Stats.of(t), len(nodes) - work))
     overhead = [total - sum(t[i] for t in per_step) for i, total in enumerate(totals)]
     others = host.others_since(mark)
     return BenchReport(
