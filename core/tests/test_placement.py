@@ -18,6 +18,7 @@ import pytest
 from byoc import host, placement, plugins
 from byoc.cli import main
 from byoc.explain import explain_text
+from byoc.plan import Measurement, Partition, Placement
 from byoc.testing.build import make_model, node
 from onnx.reference import ReferenceEvaluator
 
@@ -278,9 +279,11 @@ def test_search_gives_a_region_to_the_backend_that_saves_most(install, fake_cloc
     assert backends_of(compiled) == ["second", "onnxruntime"]
     reasons = dict(compiled.plan.decisions["r"].refusals)
     assert reasons["first"] == (
-        "search: second_0 saves 0.7 ms on second; first_0 saves 0.2 ms on first"
+        "search: second's partition of 2 node(s) saves 0.7 ms; round1/first_0 saves 0.2 ms on first"
     )
-    assert "beat first: search: second_0 saves 0.7 ms" in explain_text(compiled.plan)
+    assert "beat first: search: second's partition of 2 node(s) saves 0.7 ms" in explain_text(
+        compiled.plan
+    )
     np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
     greedy = {**config, "compile": {**MEASURED["compile"], "search": False}}
     assert backends_of(byoc.compile(model(), greedy)) == ["first", "onnxruntime"]
@@ -304,7 +307,11 @@ def test_a_second_compile_reuses_the_search(install, fake_clock, monkeypatch):
     assert second.runtime.calls == 2  # checked alone and in the model, as any cached verdict
     shown = {(m.backend, m.kept, m.cached) for m in again.plan.placement.measurements}
     assert shown == {("slow", False, True), ("first", True, True), ("second", True, True)}
-    assert "beat first: search: second_0 saves 0.7 ms" in explain_text(again.plan)
+    assert "beat first: search: second's partition of 2 node(s) saves 0.7 ms" in explain_text(
+        again.plan
+    )
+    names = {m.partition for m in again.plan.placement.measurements}
+    assert names == {"round1/slow_0", "round2/first_0", "second_0"}
     remeasure = {**config, "compile": {**MEASURED["compile"], "remeasure": True}}
     assert backends_of(byoc.compile(model(), remeasure)) == ["second", "onnxruntime"]
     assert searched == [1, 1]
@@ -384,7 +391,7 @@ def test_a_region_the_search_chose_is_closed_to_every_other_backend(install, fak
     compiled = byoc.compile(model(), config)
     assert backends_of(compiled) == ["second", "onnxruntime"]
     reasons = dict(compiled.plan.decisions["r"].refusals)
-    assert reasons["third"] == "search: second_0 saves 0.7 ms on second"
+    assert reasons["third"] == "search: second's partition of 2 node(s) saves 0.7 ms"
     assert [m.backend for m in compiled.plan.placement.measurements].count("third") == 1
 
 
@@ -1427,3 +1434,46 @@ def test_a_partition_off_with_its_exact_kernels_too_is_returned_with_both_reason
     assert backends_of(compiled) == ["onnxruntime"]
     assert m.failure.count("differs from onnxruntime's") == 2, m.failure
     assert "; with careful = True: output 'r'" in m.failure, m.failure
+
+
+def test_verdicts_name_units_of_the_final_plan_only(install, fake_clock, tmp_path, capsys):
+    """By priority, first takes Neg and second the Relu, which loses alone; the search gives
+    second the whole region. Three partitions were named second_0 or first_0 along the way
+    (PP-OCRv4's detector showed openvino_0 three times, 3, 8 and 330 nodes): the verdicts
+    name only the final plan's units as the table does, the others by the round of
+    partitioning or the search that measured them, and every name once."""
+    install(
+        Pieces("first", 9, ["Neg"], {1: 0.5}),
+        Pieces("second", 1, ["Neg", "Relu"], {1: 2.0, 2: 0.1}),
+    )
+    path = tmp_path / "m.onnx"
+    path.write_bytes(model().SerializeToString())
+    cfg = tmp_path / "byoc.toml"
+    cfg.write_text('backends = ["first", "second"]\n[compile]\nplacement = "measured"\n')
+    assert main(["partition", str(path), "-c", str(cfg), "-v"]) == 0
+    out = capsys.readouterr().out
+    verdicts = [line.split(" (")[0].strip() for line in out.splitlines() if " nodes): " in line]
+    assert verdicts == ["round1/first_0", "round1/second_0", "second_0"]
+    assert out.splitlines()[2].split()[:3] == ["second_0", "second", "2"]  # the table's unit
+    assert "second_0 (2 nodes): kept" in out and "round1/second_0 (1 nodes): returned" in out
+    assert main(["partition", str(path), "-c", str(cfg), "--json"]) == 0
+    plan = json.loads(capsys.readouterr().out)
+    (unit,) = plan["partitions"]
+    assert unit["name"] == unit["measured"]["partition"] == "second_0"
+    names = [m["partition"] for m in plan["placement"]["measurements"]]
+    assert sorted(names) == ["round1/first_0", "round1/second_0", "second_0"]
+    assert main(["explain", str(path), "-c", str(cfg), "-v"]) == 0
+    assert (
+        "beat first: search: second's partition of 2 node(s) saves 0.9 ms; round1/first_0 saves"
+        in capsys.readouterr().out
+    )
+
+
+def test_a_unit_shows_its_own_verdict_where_another_round_measured_the_same_nodes():
+    """Two partitions of one backend held the same nodes in different rounds (other inputs
+    or outputs): explain's ``measured:`` line of the final unit is its own verdict."""
+    lost = Measurement("round1/first_0", "first", ["n"], 2.0, 1.0, False)
+    kept = Measurement("first_0", "first", ["n"], 0.5, 1.0, True)
+    unit = Partition("first_0", "first", ["n"], ["x"], ["n"], model())
+    assert Placement("measured", [lost, kept]).of(unit) is kept
+    assert Placement("measured", [lost]).of(unit) is lost  # a verdict named otherwise

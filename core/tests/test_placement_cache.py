@@ -304,7 +304,7 @@ def test_placement_that_cannot_settle_runs_the_model_on_onnxruntime(install, mon
     )
     check(compiled, ["onnxruntime"])
     assert said == [
-        "placement: every partition runs on onnxruntime: slow_0 (slow) lost on nodes its "
+        "placement: every partition runs on onnxruntime: round1/slow_0 (slow) lost on nodes its "
         "backend may not claim already, so partitioning again cannot change the plan (a bug in "
         "byoc: please report it with the model)"
     ]

@@ -197,11 +197,15 @@ class Placement:
     note: str = ""  # why nothing was measured, when that is so
 
     def of(self, partition: Partition) -> Measurement | None:
-        """The measurement of a partition of the final plan (same backend and nodes)."""
-        for m in self.measurements:
-            if m.backend == partition.backend and m.nodes == partition.nodes:
-                return m
-        return None
+        """The measurement of a partition of the final plan (same backend and nodes; of those,
+        the one named as it is, since a partition measured in another round of partitioning
+        may have held the same nodes: ``placer.named``)."""
+        same = [
+            m
+            for m in self.measurements
+            if m.backend == partition.backend and m.nodes == partition.nodes
+        ]
+        return next((m for m in same if m.partition == partition.name), same[0] if same else None)
 
     def to_json(self) -> dict[str, Any]:
         return {

@@ -71,6 +71,7 @@ class Placer:
         self._feeds: dict[str, Any] = {}
         self._given = False  # the user gave the inputs
         self.rounds = 0  # of checking, since the first plan or the search's
+        self.plans_checked = 0  # every plan checked: names its verdicts (``named``)
         self.searched = False
         self.second_chance_taken = False  # verify tried one backend's whole region
         if cfg.compile["precision"] != "fp32" and not host.cpu().has_bf16():
@@ -111,7 +112,14 @@ class Placer:
         """Measured placement's last word on the built model: keep it, or the next plan to
         build and verify: once, one backend's whole region (``whole.second_chance``), else
         the plan that runs the model as plain onnxruntime (it failed, or does not beat
-        onnxruntime; it has no partitions, so its check keeps it)."""
+        onnxruntime; it has no partitions, so its check keeps it). The placement of a kept
+        model names its verdicts (``named``)."""
+        verified = self._verify(compiled)
+        if verified.then is not None or verified.placement is None:
+            return verified
+        return Verified(named(verified.placement, self.plan, self.verdicts, self.ledger.key))
+
+    def _verify(self, compiled: CompiledModel) -> Verified:
         self.ledger.built.clear()  # what deciding made and the build did not take
         placement = self.plan.placement
         if not self.ledger.measured or self.feeds is None or not self.plan.partitions:
@@ -171,6 +179,7 @@ class Placer:
         self.rounds += 1
         if not plan.partitions:
             return self._settled()
+        self.plans_checked += 1
         fallback = ledger.quiet_fallback(plan)
         trials = ledger.reference(self._feeds, plan, fallback)
         round_: list[Measurement] = []
@@ -178,13 +187,15 @@ class Placer:
             key = ledger.key(unit)
             ledger.trials[key] = trials[unit.name]
             if key not in self.verdicts:
+                label = f"round{self.plans_checked}/{unit.name}"  # ``named``
                 if self.progress is not None and ledger.measured:
-                    self.progress(i, len(plan.partitions), f"measuring {unit.name}")
+                    self.progress(i, len(plan.partitions), f"measuring {label}")
                 checked = check.verdict(ledger, unit, key, trials[unit.name], fallback)
-                self.verdicts[key], self.options[key] = checked.verdict, checked.options
+                self.verdicts[key] = dataclasses.replace(checked.verdict, partition=label)
+                self.options[key] = checked.options
                 if checked.made is not None:
                     ledger.built[key] = checked.made
-                ledger.enough_memory(f"checking {unit.name}")
+                ledger.enough_memory(f"checking {label}")
             round_.append(self.verdicts[key])
             if not self.verdicts[key].kept:  # nothing builds or times it: its weights go now
                 ledger.built.pop(key, None)
@@ -305,3 +316,23 @@ class Placer:
             placement=placement,
         )
         return self.plan
+
+
+def named(
+    placement: Placement,
+    plan: Plan,
+    verdicts: Mapping[str, Measurement],
+    key: Callable[[Partition], str],
+) -> Placement:
+    """``placement`` with each verdict named after the unit of ``plan`` it decided. Every
+    plan checked names its units ``<backend>_<n>`` afresh, and so does each backend's plan in
+    the search: a verdict of a partition the final plan does not hold keeps the name of where
+    it was measured, ``round<k>/<name>`` (the k-th plan checked) or ``search/<name>``, so that
+    no name is shown twice and none is taken for another partition's."""
+    final = {key(u): u.name for u in plan.partitions}
+    key_of = {id(m): k for k, m in verdicts.items()}
+    measurements = []
+    for m in placement.measurements:
+        name = final.get(key_of.get(id(m), ""))
+        measurements.append(m if name is None else dataclasses.replace(m, partition=name))
+    return dataclasses.replace(placement, measurements=measurements)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -40,13 +40,18 @@ class Found:
     shown: dict[str, Measurement] = field(default_factory=dict)
 
 
-def lost_search(winner: Measurement | None, m: Measurement | None = None) -> str:
-    """Why the search took a node from a backend (from its candidate ``m``, if it had one)."""
+def lost_search(
+    winner: Measurement | None, m: Measurement | None = None, work: Callable[[list[str]], int] = len
+) -> str:
+    """Why the search took a node from a backend (from its candidate ``m``, if it had one).
+    The winner is named by its backend and size (``work``: how many of its nodes compute),
+    not by the name it was measured under: the plan cut after the search names its units
+    afresh. ``m`` lost the node, so no unit of that plan is ``m``: its name stays its own."""
     mine = f"; {m.partition} saves {rules.saved_ms(m):.3g} ms on {m.backend}" if m else ""
     if winner is None:
         return f"search: onnxruntime runs it{mine}, less than a candidate it overlaps"
-    saves = f"{rules.saved_ms(winner):.3g} ms on {winner.backend}"
-    return f"search: {winner.partition} saves {saves}{mine}"
+    region = f"{winner.backend}'s partition of {work(winner.nodes)} node(s)"
+    return f"search: {region} saves {rules.saved_ms(winner):.3g} ms{mine}"
 
 
 class Search:
@@ -147,8 +152,8 @@ class Search:
         shown = {}
         for candidate in entry.candidates:
             m = self.ledger.cached(candidate, None, self.ledger.tables)
-            if m is not None:
-                shown[candidate] = m
+            if m is not None:  # named as a candidate (``placer.named``)
+                shown[candidate] = replace(m, partition=f"search/{m.partition.rpartition('/')[2]}")
         return Found(entry.vetoes, shown=shown)
 
     def unbeaten(self, backend: str) -> Vetoes:
@@ -197,16 +202,17 @@ class Search:
         if not ins or better(outs, ins):
             return None, stopped
         vetoes = {node: dict(by) for node, by in self.vetoes.items()}
+        work = ledger.read.work
         for m in candidates.values():
             for node in m.nodes:
                 winner = owner.get(node)
                 if winner is None or winner.backend != m.backend:
-                    vetoes.setdefault(node, {})[m.backend] = lost_search(winner, m)
+                    vetoes.setdefault(node, {})[m.backend] = lost_search(winner, m, work)
         for node, winner in owner.items():  # a chosen region is its backend's alone
             vetoes.get(node, {}).pop(winner.backend, None)  # a smaller piece's loss
             for name in ledger.tables:
                 if name != winner.backend:
-                    vetoes.setdefault(node, {}).setdefault(name, lost_search(winner))
+                    vetoes.setdefault(node, {}).setdefault(name, lost_search(winner, None, work))
         if not (gains(ins, outs) and better(ins, outs)):
             again = self._sharpen(ins + outs, made, {**ledger.trials, **trial_of})
             ins, outs, current = ([again.get(id(m), m) for m in ms] for ms in (ins, outs, current))
@@ -246,13 +252,15 @@ class Search:
                     )
                     return True
                 if key not in self.verdicts:
+                    label = f"search/{unit.name}"  # ``placer.named``
                     if self.progress is not None:
-                        self.progress(i, len(plan.partitions), f"searching: {unit.name}")
+                        self.progress(i, len(plan.partitions), f"searching: {label}")
                     try:
                         checked = check.verdict(ledger, unit, key, trials[unit.name], self.fallback)
                     except ByocError:  # a candidate only: its failure costs nothing
                         continue
-                    self.verdicts[key], self.options[key] = checked.verdict, checked.options
+                    self.verdicts[key] = replace(checked.verdict, partition=label)
+                    self.options[key] = checked.options
                     if checked.verdict.kept and checked.made is not None:
                         ledger.built[key] = checked.made
                 m = self.verdicts[key]
@@ -366,7 +374,7 @@ class Search:
                 cached=False,
                 kept=timed.kept,
             )
-            self.ledger.cache.put(key, sharp)
+            self.ledger.cache.put(key, replace(sharp, partition=unit.name))
             self.verdicts[key] = again[id(m)] = sharp
         return again
 
