@@ -43,6 +43,31 @@ def test_clip_matches_onnxruntime() -> None:
 
 
 @pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_neg_and_reciprocal_are_linear_and_pow_eltwise(mode: dict) -> None:
+    """Neg (a rotary embedding's half-swap) is oneDNN's linear eltwise, -1 * x + 0, and
+    Reciprocal (RMSNorm's ``1 / sqrt``) its pow, 1 * x ** -1: both claimed, matching
+    onnxruntime, of values from 0.01 to large ones."""
+    nodes, consts = conv_stem()
+    consts["eps"] = np.float32(0.01)
+    nodes += [
+        node("Neg", ["h"], "n"),
+        node("Abs", ["h"], "a"),
+        node("Add", ["a", "eps"], "s"),
+        node("Reciprocal", ["s"], "r"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["n", "r"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    x = np.linspace(-3, 3, 360, dtype=np.float32).reshape(1, 3, 10, 12)
+    report = assert_matches_onnxruntime(model, config, {"x": x})
+    claimed(report, "Neg")
+    claimed(report, "Reciprocal")
+    graph = dnnl_step(byoc.compile(model, config)).artifact.graph
+    eltwise = [n["attrs"] for n in graph["nodes"] if n.get("kind") == "eltwise"]
+    assert {"alg": "linear", "alpha": -1.0, "beta": 0.0} in eltwise, eltwise
+    assert {"alg": "pow", "alpha": 1.0, "beta": -1.0} in eltwise, eltwise
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
 def test_tanh_runs_as_twice_a_logistic_minus_one(mode: dict) -> None:
     """oneDNN's AVX2 tanh is several times slower than its logistic, so tanh is
     2 * logistic(2x) - 1: post-ops after a conv, and a standalone Tanh (after a Concat) is one

@@ -131,6 +131,72 @@ def test_a_mean_or_gamma_along_another_axis_is_not_a_layernorm() -> None:
     assert "gamma varies along other axes" in str(decisions["ln"].refusals)
 
 
+def _spelled_rmsnorm(
+    rows: int, opset: int, square: str, inverse: str, weight: bool, axis: int = -1
+) -> onnx.ModelProto:
+    """MatMul -> RMSNorm spelled as the PyTorch exporters write Llama's (``x * rsqrt(mean(x^2)
+    + eps) * weight``) -> MatMul, over [1, rows, 32]; ``inverse``: Reciprocal then Mul,
+    Div(1, .) then Mul, or Div(x, .)."""
+    consts = {"w0": rand(16, 32), "w1": rand(32, 8), "two": np.float32(2.0)}
+    consts |= {"eps": np.float32(1e-6), "one": np.float32(1.0), "g": rand(32)}
+    axes: dict = {"axes": [axis], "keepdims": 1} if opset < 18 else {"keepdims": 1}
+    extra = ["ax"] if opset >= 18 else []
+    if extra:
+        consts["ax"] = np.array([axis], np.int64)
+    scaled = {
+        "reciprocal": [node("Reciprocal", ["std"], "inv"), node("Mul", ["h", "inv"], "n")],
+        "div_one": [node("Div", ["one", "std"], "inv"), node("Mul", ["inv", "h"], "n")],
+        "div": [node("Div", ["h", "std"], "n")],
+    }[inverse]
+    nodes = [
+        node("MatMul", ["x", "w0"], "h"),
+        node("Pow", ["h", "two"], "sq") if square == "Pow" else node("Mul", ["h", "h"], "sq"),
+        node("ReduceMean", ["sq", *extra], "var", **axes),
+        node("Add", ["var", "eps"], "ve"),
+        node("Sqrt", ["ve"], "std"),
+        *scaled,
+        node("Mul", ["g", "n"], "rms") if weight else node("Identity", ["n"], "rms"),
+        node("MatMul", ["rms", "w1"], "y"),
+    ]
+    return make_model(nodes, {"x": [1, rows, 16]}, ["y"], consts, opset=opset)
+
+
+@pytest.mark.parametrize(
+    "rows,opset,square,inverse,weight",
+    [
+        (8, 17, "Pow", "reciprocal", True),
+        (1, 17, "Pow", "reciprocal", True),
+        (8, 18, "Mul", "div_one", True),
+        (8, 17, "Pow", "div", False),
+    ],
+)
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_rmsnorm_spelled_in_basic_ops_is_a_square_a_mean_and_a_product(
+    rows: int, opset: int, square: str, inverse: str, weight: bool, mode: dict
+) -> None:
+    """RMSNorm as the PyTorch exporters write Llama's (Pow, ReduceMean, Add, Sqrt, Reciprocal,
+    Mul, Mul) is ``dnnl.rmsnorm``: a square, the mean as a product by a column of 1 / n with
+    + eps, sqrt and 1 / x as post-ops, and one product by x carrying the weight. A decode
+    step's single row (rows 1), whose ReduceMean oneDNN's pooling ran as its slow reference
+    loop (refused at codegen), stays in the partition too."""
+    model = _spelled_rmsnorm(rows, opset, square, inverse, weight)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    compiled = byoc.compile(model, config)
+    assert len(compiled.plan.partitions) == 1 and not compiled.plan.segments, compiled.plan.table()
+    members = {n for n, d in report.plan.decisions.items() if d.composite == "dnnl.rmsnorm"}
+    spelled = {n.name for n in model.graph.node} - {"h", "y"} - ({"rms"} if not weight else set())
+    assert members == spelled, members
+    kinds = dnnl_kinds(compiled)
+    assert kinds == ["matmul", "eltwise", "matmul", "binary", "matmul"], kinds
+
+
+def test_a_mean_over_another_axis_is_not_an_rmsnorm() -> None:
+    plan = byoc.partition(_spelled_rmsnorm(8, 17, "Pow", "reciprocal", True, axis=1), DNNL)
+    assert "dnnl.rmsnorm" not in {d.composite for d in plan.decisions.values()}
+    assert "not over the last axis" in str(plan.decisions["rms"].refusals), plan.decisions["rms"]
+
+
 @pytest.mark.parametrize("axis", [1, 2, 3, -1])
 def test_softmax_on_any_axis_gets_a_fast_kernel(axis: int) -> None:
     """oneDNN's fast softmax wants the axis innermost; other axes are moved there by a

@@ -331,3 +331,61 @@ def test_windows_that_are_one_run_of_bytes_are_read_in_place(mode: dict) -> None
     slices = {i for i, k in enumerate(kernels) if k["kind"] == "slice"}
     copies = [i for i, _ in step.runtime.implementations() if i in slices]
     assert len(slices) == 4 and len(copies) == 1, (slices, copies)
+
+
+@pytest.mark.parametrize("mode", MODES, ids=["json", "c"])
+def test_expand_of_float_values_is_a_concat_of_copies(mode: dict) -> None:
+    """Grouped-query attention's ``repeat_kv`` (Unsqueeze, Expand, Reshape of the keys, as the
+    PyTorch exporters write it) and an Expand that adds leading axes and grows two are each a
+    concat of copies along the axes that grow: the model stays one partition."""
+    i64 = np.int64
+    consts = {
+        "w": rand(16, 16),
+        "w2": rand(8, 8),
+        "heads": np.array([1, 6, 2, 8], i64),
+        "two": np.array([2], i64),
+        "grown": np.array([1, 2, 3, 6, 8], i64),
+        "flat": np.array([1, 6, 6, 8], i64),
+        "wide": np.array([2, 3, 6, 8], i64),
+    }
+    nodes = [
+        node("MatMul", ["x", "w"], "k"),
+        node("Reshape", ["k", "heads"], "kh"),
+        node("Transpose", ["kh"], "kt", perm=[0, 2, 1, 3]),  # [1, 2, 6, 8]
+        node("Unsqueeze", ["kt", "two"], "ku"),  # [1, 2, 1, 6, 8]
+        node("Expand", ["ku", "grown"], "ke"),  # [1, 2, 3, 6, 8]
+        node("Reshape", ["ke", "flat"], "kr"),  # [1, 6, 6, 8]: each kv head three times
+        node("MatMul", ["kr", "w2"], "y"),
+        node("Slice", ["k", "s0", "e0", "ax"], "row"),  # [1, 1, 8]
+        node("Expand", ["row", "wide"], "z"),  # [2, 3, 6, 8]
+    ]
+    consts |= {"s0": np.array([0, 0], i64), "e0": np.array([1, 8], i64)}
+    consts["ax"] = np.array([1, 2], i64)
+    model = make_model(nodes, {"x": [1, 6, 16]}, ["y", "z"], consts)
+    config = {**DNNL, **mode, "compile": {"placement": "static"}}
+    report = assert_matches_onnxruntime(model, config)
+    claimed(report, "Expand")
+    assert len(report.plan.partitions) == 1 and not report.plan.segments, report.plan.table()
+    kinds = dnnl_kinds(byoc.compile(model, config))
+    assert kinds.count("concat") == 4, kinds  # one axis grows for ke, three for z
+
+
+@pytest.mark.usefixtures("keep_tiny")
+def test_expand_by_many_copies_is_refused_with_reason() -> None:
+    """An axis grown to more than 64 copies (the inputs of one concat) stays with onnxruntime;
+    64 are claimed."""
+    i64 = np.int64
+    nodes, consts = conv_stem()
+    consts |= {"s": np.array([1, 8, 65, 12], i64), "ax": np.array([2], i64)}
+    consts |= {"s0": np.array([0], i64), "e0": np.array([1], i64)}
+    consts["s64"] = np.array([1, 8, 64, 12], i64)
+    nodes += [
+        node("Slice", ["h", "s0", "e0", "ax"], "row"),  # [1, 8, 1, 12]
+        node("Expand", ["row", "s"], "y"),
+        node("Expand", ["row", "s64"], "z"),
+    ]
+    model = make_model(nodes, {"x": [1, 3, 10, 12]}, ["y", "z"], consts)
+    plan = assert_matches_onnxruntime(model, DNNL).plan
+    assert plan.decisions["y"].backend == "onnxruntime"
+    assert "at most 64 copies" in str(plan.decisions["y"].refusals), plan.decisions["y"]
+    assert plan.decisions["z"].backend == "dnnl"

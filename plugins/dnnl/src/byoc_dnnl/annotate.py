@@ -53,7 +53,7 @@ def static_f32(node: NodeView) -> str | None:
             return f"input '{name}' is a scalar computed at run time; ranks 1 to 6 are supported"
         if len(t.shape) > 6:
             return f"input '{name}' has rank {len(t.shape)}; ranks 1 to 6 are supported"
-        if node.op_type in (*VIEWS, *REDUCE, "Slice", "Split", "Pad", "Resize") and i > 0:
+        if node.op_type in (*VIEWS, *REDUCE, "Slice", "Split", "Pad", "Resize", "Expand") and i:
             continue  # shapes, axes, Slice's indices, Split's, Pad's, Resize's sizes: int64
         if node.op_type in ("LSTM", "GRU") and i == 4:
             continue  # sequence_lens: int32

@@ -94,6 +94,16 @@ def _abs(low: Lowering, node: NodeView) -> None:
     _eltwise(low, node, "abs")
 
 
+def _neg(low: Lowering, node: NodeView) -> None:
+    """-x: oneDNN's linear, alpha * x + beta (a rotary embedding's half-swap)."""
+    _eltwise(low, node, "linear", -1.0, 0.0)
+
+
+def _reciprocal(low: Lowering, node: NodeView) -> None:
+    """1 / x: oneDNN's pow, alpha * x ** beta (RMSNorm's ``1 / sqrt``)."""
+    _eltwise(low, node, "pow", 1.0, -1.0)
+
+
 def _pow_lower(low: Lowering, node: NodeView) -> None:
     e = float(np.asarray(low.const(node.inputs[1])).reshape(-1)[0])
     if e in (2.0, 0.5):
@@ -224,6 +234,8 @@ FAMILY = Family(
         "Erf": Op(accept, _erf),
         "Sqrt": Op(accept, _sqrt),
         "Abs": Op(accept, _abs),
+        "Neg": Op(accept, _neg),
+        "Reciprocal": Op(accept, _reciprocal),
         "Pow": Op(_pow, _pow_lower),
     },
     composites=[

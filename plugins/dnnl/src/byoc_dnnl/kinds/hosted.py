@@ -1,5 +1,5 @@
 """ONNX ops that run as host steps (byoc_dnnl.host), not kernels: work on integer tensors
-before the first kernel (Cast, Expand and Gather; integer views are the views' entries in
+before the first kernel (Cast and Gather; integer views and Expand are their entries in
 byoc_dnnl.kinds.shape), and ArgMax or ArgMin after the last."""
 
 from __future__ import annotations
@@ -24,10 +24,6 @@ def _arg(node: NodeView) -> str | None:
     if not -len(t.shape) <= axis < len(t.shape):
         return f"axis {axis} is not an axis of its rank-{len(t.shape)} input"
     return None
-
-
-def _lower_expand(low: Lowering, node: NodeView) -> None:
-    low.emit("expand", [node.inputs[0]], node.outputs[0], node)
 
 
 def _lower_cast(low: Lowering, node: NodeView) -> None:
@@ -58,7 +54,6 @@ FAMILY = Family(
     ops={
         "Cast": Op(host_check, _lower_cast, typed=False),
         "Gather": Op(host_check, _lower_gather, typed=False),
-        "Expand": Op(host_check, _lower_expand, typed=False),
         "ArgMax": Op(_arg, _lower_arg, typed=False),
         "ArgMin": Op(_arg, _lower_arg, typed=False),
     },

@@ -2,7 +2,8 @@
 PyTorch's exporters guard attention's), ``layernorm`` (LayerNormalization, and as exporters
 before opset 17 spell it in basic ops; also InstanceNormalization and GroupNormalization, each
 group's values a row of it), ``batchnorm`` (standalone; after a convolution the
-fusion pass folds it into the weights) and ``lrn``."""
+fusion pass folds it into the weights) and ``lrn``. RMSNorm as exporters spell it
+(``dnnl.rmsnorm``) is kernels of other families: an eltwise, a matmul and a binary."""
 
 from __future__ import annotations
 
@@ -136,6 +137,77 @@ def _layernorm_check(match: Match) -> str | None:
         if c is not None and (c.ndim > rank or not along_last):
             return f"{name} varies along other axes than the last"
     return None
+
+
+def _rmsnorm_spelled(x: Pattern) -> tuple[Pattern, Pattern]:
+    """RMSNorm (Llama's, T5's) as the PyTorch exporters write ``x * rsqrt(mean(x^2) + eps) *
+    weight``: ``Pow(x, 2)`` or ``x * x``, ``ReduceMean``, ``Add`` eps, ``Sqrt``, then
+    ``Reciprocal`` and a ``Mul`` by x, ``Div(1, .)`` and a ``Mul``, or ``Div(x, .)``; then a
+    ``Mul`` by the weight, or not (most specific first)."""
+    square = op("Pow", x, const(value=2.0)) | op("Mul", x, x)
+    mean = op("ReduceMean", square) | op("ReduceMean", square, const())
+    std = op("Sqrt", op("Add", mean, const("eps"), commutative=True))
+    inverse = op("Reciprocal", std) | op("Div", const(value=1.0), std)
+    normed = op("Mul", x, inverse, commutative=True) | op("Div", x, std)
+    return op("Mul", normed, const("gamma"), commutative=True), normed
+
+
+def _rmsnorm_check(match: Match) -> str | None:
+    """The mean is over the last axis alone, keeping it; epsilon is one number; the weight
+    varies along the last axis only; x is float32 of a static shape of rank 2 to 6."""
+    mean = next(m for m in match.nodes if m.op_type == "ReduceMean")
+    qdq = next((r for m in match.nodes if (r := in_qdq_group(m))), None)
+    reason = static_f32(mean) or qdq or static_f32(match.root)
+    rank = rank_of(mean)
+    if reason := reason or (None if 2 <= rank <= 6 else "RMSNorm of rank 2 to 6 only"):
+        return reason
+    if reduce_axes(mean) != [rank - 1] or mean.attrs.get("keepdims", 1) != 1:
+        return "the mean is not over the last axis alone, kept"
+    if np.asarray(match.constant("eps")).size != 1:
+        return "epsilon is not one number"
+    if "gamma" in match.bound:
+        c, t = match.constant("gamma"), mean.input_type(0)
+        channels = t.shape[-1] if t is not None and t.shape else None
+        along_last = c is not None and (c.size == 1 or c.shape[-1:] == (c.size,) == (channels,))
+        if c is None or c.ndim > rank or not along_last:
+            return "the weight varies along other axes than the last"
+    return None
+
+
+def _lower_rmsnorm(low: Lowering, comp: Found, members: list[NodeView]) -> None:
+    """``x * (1 / sqrt(mean(x^2) + eps)) * weight`` in three kernels: the square (an
+    eltwise); the mean as a product by a column of 1 / n (a matmul: oneDNN's pooling over one
+    row of the last axis, as a decode step's is, is its slow reference loop), + eps, sqrt and
+    1 / x as its post-ops; the product of x by the weight, then by that (a binary, the second
+    product its post-op where the fusion pass takes it: rank 3 and more)."""
+    start = len(low.kernels)
+    b, root = comp.bound, members[-1]
+    x, y = b["x"], root.outputs[0]
+    shape = low.shape(x)
+    eps = float(np.asarray(low.const(b["eps"])).reshape(-1)[0])
+    n = low.counter()
+    square, mean = f"{y}:square{n}", f"{y}:rms{n}"
+    low.shapes[square], low.shapes[mean] = shape, (*shape[:-1], 1)
+    low.emit("eltwise", [x], square, root, alg="square", alpha=0.0, beta=0.0)
+    column = low.new_const(f"{y}:mean", np.full((shape[-1], 1), 1.0 / shape[-1]))
+    k = low.emit("matmul", [square, low.as_rank(column, len(shape), root), None], mean, root)
+    k.post_ops = [
+        {"kind": "eltwise", "alg": "linear", "alpha": 1.0, "beta": eps},
+        {"kind": "eltwise", "alg": "sqrt", "alpha": 0.0, "beta": 0.0},
+        {"kind": "eltwise", "alg": "pow", "alpha": 1.0, "beta": -1.0},
+    ]
+    if "gamma" in b:  # (x * weight) * mean: a mean of (1, rows, 1) fuses as a post-op
+        value = low.const(b["gamma"])
+        assert value is not None  # the pattern matched a constant
+        gamma = np.broadcast_to(value.reshape(-1), shape[-1:])
+        weight = low.as_rank(low.new_const(f"{y}:weight", gamma), len(shape), root)
+        scaled = f"{y}:scaled{n}"
+        low.shapes[scaled] = shape
+        low.emit("binary", [x, weight], scaled, root, alg="mul")
+        x = scaled
+    low.emit("binary", [x, mean], y, root, alg="mul")
+    for kernel in low.kernels[start:]:
+        kernel.members = [m.name for m in members]
 
 
 def _safe_softmax() -> Pattern:
@@ -346,6 +418,13 @@ FAMILY = Family(
             _layernorm_spelled(wildcard("x")),
             _layernorm_check,
             _lower_spelled,
+            members=False,
+        ),
+        Composite(
+            "dnnl.rmsnorm",
+            _rmsnorm_spelled(wildcard("x")),
+            _rmsnorm_check,
+            _lower_rmsnorm,
             members=False,
         ),
         Composite(

@@ -1,7 +1,8 @@
 """Kinds that move data: ``view`` (Reshape, Flatten, Squeeze, Unsqueeze, Identity, Dropout:
 a free view in plain layout), ``transpose``, ``concat`` (and Pad, a concat of constant
-blocks), ``slice`` (Slice, Split) and ``shuffle`` (a channel shuffle the fusion pass finds).
-Of an integer tensor (token ids), a view or Transpose is a host step (byoc_dnnl.host)."""
+blocks; Expand, a concat of copies), ``slice`` (Slice, Split) and ``shuffle`` (a channel
+shuffle the fusion pass finds). Of an integer tensor (token ids), a view, Transpose or Expand
+is a host step (byoc_dnnl.host)."""
 
 from __future__ import annotations
 
@@ -108,6 +109,24 @@ def _view(node: NodeView) -> str | None:
     return None
 
 
+MAX_COPIES = 64  # an Expand's copies along one axis: the inputs of one concat
+
+
+def _expand(node: NodeView) -> str | None:
+    """Expand of float32 values to a constant shape (grouped-query attention's ``repeat_kv``:
+    Unsqueeze, Expand, Reshape of the keys and values): along each axis of size 1 that grows
+    to n, a concat of n copies; at most MAX_COPIES per axis."""
+    t, u = node.input_type(0), node.output_type(0)
+    if node.const(1) is None or t is None or u is None or t.shape is None or u.shape is None:
+        return "the shape operand is not a constant"
+    shape, out = list(t.shape), list(u.shape)  # static: static_f32 checked them
+    padded = [1] * (len(out) - len(shape)) + shape
+    for a, (d, o) in enumerate(zip(padded, out, strict=True)):
+        if d != o and (d != 1 or not isinstance(o, int) or o > MAX_COPIES):
+            return f"Expand of axis {a} from {d} to {o}: at most {MAX_COPIES} copies of a size 1"
+    return None
+
+
 def _dropout(node: NodeView) -> str | None:
     """Inference-mode Dropout is the identity; its mask output, which old exporters name, may
     be there as long as nothing reads it."""
@@ -204,6 +223,32 @@ def _lower_pad(low: Lowering, node: NodeView) -> None:
         low.emit("concat", [p for p in parts if p], x, node, axis=a)
 
 
+def _lower_expand(low: Lowering, node: NodeView) -> None:
+    """Of an integer tensor, a host step; of float32 values, a concat of copies along each
+    axis that grows (or a view: an Expand to the same shape)."""
+    x, y = node.inputs[0], node.outputs[0]
+    if low.dtype(x) != "float32":
+        low.emit("expand", [x], y, node)
+        return
+    out = low.shape(y)
+    c = low.const(x)
+    if c is not None:  # an expanded constant is a constant
+        low.consts[y] = np.ascontiguousarray(np.broadcast_to(c, out))
+        return
+    x = low.as_rank(x, len(out), node)
+    shape = list(low.shape(x))
+    axes = [a for a in range(len(out)) if shape[a] != out[a]]
+    if not axes:
+        low.emit("view", [x], y, node)
+        return
+    for a in axes:
+        shape[a] = out[a]
+        grown = y if a == axes[-1] else f"{y}:expand{low.counter()}"
+        low.shapes[grown] = tuple(shape)
+        low.emit("concat", [x] * out[a], grown, node, axis=a)
+        x = grown
+
+
 def _lower_view(low: Lowering, node: NodeView) -> None:
     x, y = node.inputs[0], node.outputs[0]
     c = low.const(x)
@@ -265,6 +310,7 @@ FAMILY = Family(
         "Slice": Op(_slice, _lower_slice),
         "Split": Op(_split, _lower_split),
         "Pad": Op(_pad, _lower_pad),
+        "Expand": Op(_expand, _lower_expand, on_integers=True),
         **{
             t: Op(_view, _lower_view, on_integers=True)
             for t in ("Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity")
