@@ -390,3 +390,39 @@ def test_cached_plans_load_after_the_first_call():
 
 def _no_compile(*args, **kwargs):
     raise AssertionError("a cached plan or verdict is loaded, not compiled")
+
+
+def test_byocs_own_openmp_setting_changes_no_key(monkeypatch):
+    """Loading dnnl sets GOMP_SPINCOUNT for every process alike: a plan key (or a timing's
+    host) made before a library loaded must be found after it; the user's own setting counts."""
+    from byoc.placement import host_id
+
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.setattr(host, "OWN_ENV", {})
+    before = host_id()
+    monkeypatch.setenv("GOMP_SPINCOUNT", "1")  # restored after the test
+    host.set_own_env("GOMP_SPINCOUNT", "30000")
+    assert host_id() == before
+    monkeypatch.setenv("GOMP_SPINCOUNT", "5")  # the user's
+    assert host_id() != before
+
+
+def test_partition_and_explain_list_the_sessions_plans(tmp_path, capsys):
+    from byoc.cli import main
+
+    model = tmp_path / "m.onnx"
+    model.write_bytes(dynamic_model())
+    config = tmp_path / "byoc.toml"
+    config.write_text(
+        'backends = ["examplejson"]\n[compile]\nplacement = "static"\n'
+        "[session]\ncompile_after = 1\ncheck = 0\n"
+    )
+    s = byoc.InferenceSession(str(model), config=str(config), wait=True)
+    s.run(None, {"x": np.ones((4, 8), np.float32)})
+    capsys.readouterr()
+    assert main(["partition", str(model), "-c", str(config)]) == 0
+    out = capsys.readouterr().out
+    assert "byoc.InferenceSession's plans for this model and config (1):" in out
+    assert "x float32[4, 8]: byoc" in out
+    assert main(["explain", str(model), "-c", str(config)]) == 0
+    assert "x float32[4, 8]: byoc" in capsys.readouterr().out

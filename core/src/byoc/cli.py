@@ -167,13 +167,13 @@ def cmd_partition(args: argparse.Namespace) -> int:
     plan = _placed_plan(args)
     fmt = "json" if args.json else args.format
     if fmt == "json":
-        text = json.dumps(plan.to_json(), indent=2)
+        text = json.dumps(plan.to_json(), indent=2)  # DESIGN.md's object: plans not in it
     elif fmt == "dot":
         text = render.to_dot(plan)
     elif fmt == "svg":
         text = render.to_svg(plan)
     else:
-        text = plan.table(verbose=args.verbose)
+        text = plan.table(verbose=args.verbose) + _saved_plans_text(args)
     if args.output:
         Path(args.output).write_text(text + ("" if text.endswith("\n") else "\n"))
         print(f"wrote {args.output}", file=sys.stderr)
@@ -198,8 +198,31 @@ def cmd_explain(args: argparse.Namespace) -> int:
     elif args.verbose:
         print(explain_summary(plan, args.backend) + "\n\n" + explain_text(plan, args.backend))
     else:
-        print(explain_summary(plan, args.backend))
+        print(explain_summary(plan, args.backend) + _saved_plans_text(args))
     return 0
+
+
+def _saved_plans(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The input signatures ``byoc.InferenceSession`` saved plans for, for this model and
+    config on this machine, newest first."""
+    from byoc import session
+
+    try:
+        return session.saved_plans(args.model, byoc.load_config(args.config))
+    except OSError:
+        return []
+
+
+def _saved_plans_text(args: argparse.Namespace, most: int = 8) -> str:
+    saved = _saved_plans(args)
+    if not saved:
+        return ""
+    shown = saved if args.verbose else saved[:most]
+    lines = ["", f"byoc.InferenceSession's plans for this model and config ({len(saved)}):"]
+    lines += [f"  {sig}: {how}" for sig, how in shown]
+    if len(saved) > len(shown):
+        lines.append(f"  ... and {len(saved) - len(shown)} more (-v lists them)")
+    return "\n".join(lines)
 
 
 def _progress(args: argparse.Namespace, label: str = "compiling") -> TerminalProgress:

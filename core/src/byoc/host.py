@@ -79,6 +79,17 @@ def cpu() -> Cpu:
     )
 
 
+# Environment variables byoc set itself (native.load: OpenMP's wait policy), the same in every
+# process byoc loads a library in: what depends on the environment (placement's host_id, a
+# session's plan key) leaves them out, or a key made before a library loaded would miss after.
+OWN_ENV: dict[str, str] = {}
+
+
+def set_own_env(name: str, value: str) -> None:
+    os.environ[name] = value
+    OWN_ENV[name] = value
+
+
 def cache_root() -> Path:
     """byoc's user cache directory (not created here)."""
     return Path(platformdirs.user_cache_dir("byoc"))

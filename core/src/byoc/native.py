@@ -381,9 +381,9 @@ def load(library: Library, kind: str, cache: str = "", *, openmp_spin: int = 0) 
         path = _install(library, cache_dir(kind, cache))
         if not {"OMP_WAIT_POLICY", "GOMP_SPINCOUNT"} & os.environ.keys():  # the user's win
             if openmp_spin <= 0:
-                os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+                host.set_own_env("OMP_WAIT_POLICY", "PASSIVE")
             else:
-                os.environ["GOMP_SPINCOUNT"] = str(openmp_spin)
+                host.set_own_env("GOMP_SPINCOUNT", str(openmp_spin))
         spec = importlib.util.spec_from_file_location(library.module, path)
         if spec is None or spec.loader is None:
             raise RuntimeError(f"cannot load {path} as a Python extension")

@@ -408,23 +408,8 @@ class InferenceSession:
     # -- plans on disk ------------------------------------------------------------------------
 
     def _model_key(self) -> str:
-        """What a plan depends on beyond its signature: the model's bytes, the config, byoc's
-        and the plugins' versions, and the machine (placement's host_id)."""
         if self._key is None:
-            from byoc import plugins
-            from byoc.placement import host_id
-
-            digest = hashlib.sha256()
-            if isinstance(self._model, bytes):
-                digest.update(self._model)
-            else:
-                with open(self._model, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(block)
-            settings = asdict(self._config()) | {"source": None, "session": None}  # not in plans
-            versions = sorted((b.name, b.version) for b in plugins.registry().backends.values())
-            digest.update(json.dumps([settings, versions, host_id()], default=str).encode())
-            self._key = digest.hexdigest()[:24]
+            self._key = plan_key(self._model, self._config())
         return self._key
 
     def _plan_file(self, sig: Signature) -> Path | None:
@@ -468,6 +453,47 @@ class InferenceSession:
             log.info("byoc: cached plan %s not used: %s", path.name, exc)
             return False
         return True
+
+
+def plan_key(model: str | bytes, config: Config) -> str:
+    """What a session's plans depend on beyond their signature: the model's bytes, the config
+    (but ``[session]``, which changes no plan), byoc's and the plugins' versions, and the
+    machine (placement's host_id)."""
+    from byoc import plugins
+    from byoc.placement import host_id
+
+    digest = hashlib.sha256()
+    if isinstance(model, bytes):
+        digest.update(model)
+    else:
+        with open(model, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    settings = asdict(config) | {"source": None, "session": None}
+    versions = sorted((b.name, b.version) for b in plugins.registry().backends.values())
+    digest.update(json.dumps([settings, versions, host_id()], default=str).encode())
+    return digest.hexdigest()[:24]
+
+
+def saved_plans(model: str | bytes, config: Config) -> list[tuple[str, str]]:
+    """The plans sessions saved for ``model`` with ``config`` on this machine (what
+    ``partition`` and ``explain`` list): (signature as text, what runs it), newest first."""
+    folder = plans_dir() / plan_key(model, config)
+    out = []
+    for path in sorted(_listing(folder), key=_mtime, reverse=True):
+        sig = _read_signature(path) if path.suffix == ".json" else None
+        if sig is None:
+            continue
+        if path.with_suffix(".plain").is_file():
+            how = "onnxruntime"
+        elif not path.with_suffix(".byoc").is_file():
+            continue
+        elif path.with_suffix(".kept").is_file():
+            how = "byoc (won its check in the app's calls)"
+        else:
+            how = "byoc (not yet checked in an app's calls)"
+        out.append((_show(sig), how))
+    return out
 
 
 def _store(path: Path, sig: Signature, compiled: Any) -> None:

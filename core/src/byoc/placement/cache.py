@@ -36,7 +36,11 @@ def host_id() -> str:
     """What a timing depends on beyond the code: the CPU model, its features, the cores, and
     the environment's threading settings (``OMP_*``, ``GOMP_*``, ``KMP_*``, ``MKL_*``,
     ``ONEDNN_*``, ``DNNL_*``: OpenMP's wait policy alone changes how fast oneDNN runs)."""
-    env = sorted((k, v) for k, v in os.environ.items() if k.startswith(_THREAD_ENV))
+    env = sorted(
+        (k, v)
+        for k, v in os.environ.items()
+        if k.startswith(_THREAD_ENV) and host.OWN_ENV.get(k) != v  # byoc's own: every process
+    )
     c = host.cpu()
     text = f"{c.machine}|{c.model}|{' '.join(c.flags)}|{c.cores}|{env}"
     return hashlib.sha256(text.encode()).hexdigest()[:16]
