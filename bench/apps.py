@@ -86,7 +86,12 @@ def child(app: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     paths = json.loads(args.paths)
     started = time.perf_counter()  # the import is the app's start-up too
     if mode == "byoc":
+        import logging
+
         import byoc
+
+        logging.basicConfig(format="%(message)s")  # the session's verdicts, for --why
+        logging.getLogger("byoc.session").setLevel(logging.INFO)
 
         sessions = {m: byoc.InferenceSession(p, config=args.config) for m, p in paths.items()}
     else:
@@ -152,6 +157,7 @@ def main() -> None:
     parser.add_argument(
         "--settle", type=int, default=40, help="byoc: at most this many more warm passes"
     )
+    parser.add_argument("--why", action="store_true", help="print the session's verdicts")
     parser.add_argument("--config", default=None, help="byoc's config (default: the defaults)")
     parser.add_argument("--child", nargs=2, metavar=("APP", "MODE"), help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -172,6 +178,7 @@ def main() -> None:
         models = {c[0] for c in APPS[app](np.random.default_rng(0))}
         paths = json.dumps({m: str(fetch(m)) for m in models})
         results: dict[str, list[dict[str, Any]]] = {"ort": [], "byoc": []}
+        why: list[str] = []
         with tempfile.TemporaryDirectory() as out:
             for r in range(args.rounds):
                 for mode in ("ort", "byoc") if r % 2 == 0 else ("byoc", "ort"):
@@ -185,6 +192,7 @@ def main() -> None:
                     if done.returncode:
                         sys.exit(f"{app} {mode} failed:\n{done.stderr[-3000:]}")
                     results[mode].append(json.loads(done.stdout.strip().splitlines()[-1]))
+                    why += [ln for ln in done.stderr.splitlines() if ln.startswith("byoc: ")]
             match = _match(Path(out) / f"{app}-byoc.npz", Path(out) / f"{app}-ort.npz")
         med = {
             m: {k: statistics.median(r[k] for r in rs) for k in ("startup", "first", "steady")}
@@ -198,6 +206,8 @@ def main() -> None:
         )
         planned = sorted({p for r in results["byoc"] for p in r["planned"]})
         print(f"       byoc plans on a backend: {'; '.join(planned) or 'none'}")
+        if args.why:  # what each signature's compile and check decided, in every round
+            print("\n".join(f"       {line}" for line in why))
 
 
 def _match(byoc_file: Path, ort_file: Path) -> str:

@@ -426,3 +426,21 @@ def test_partition_and_explain_list_the_sessions_plans(tmp_path, capsys):
     assert "x float32[4, 8]: byoc" in out
     assert main(["explain", str(model), "-c", str(config)]) == 0
     assert "x float32[4, 8]: byoc" in capsys.readouterr().out
+
+
+def test_no_check_is_timed_while_the_worker_compiles(monkeypatch):
+    """A compile beside the app slows the plan and onnxruntime unevenly: calls then run the
+    plan, untimed, and the check goes on once the worker is idle."""
+    s = byoc.InferenceSession(dynamic_model(), config=with_session(compile_after=1, check=2))
+    x = np.ones((3, 8), np.float32)
+    s.run(None, {"x": x})
+    assert s.wait(60)
+    (plan,) = s._plans.values()
+    with monkeypatch.context() as patched:
+        patched.setattr(session._working, "is_set", lambda: True)
+        for _ in range(6):
+            s.run(None, {"x": x})
+    assert plan.times == ([], []) and set(s.plans().values()) == {"checking"}
+    for _ in range(4):
+        s.run(None, {"x": x})
+    assert set(s.plans().values()) <= {"byoc", "onnxruntime"}

@@ -200,10 +200,12 @@ class InferenceSession:
         input_feed: Mapping[str, Any],
         run_options: ort.RunOptions | None,
     ) -> list[Any]:
-        """A call while ``plan`` is checked: on the side with fewer timed calls, timed. Both
-        sides' answers are the app's answer (the plan's passed placement's comparison)."""
+        """A call while ``plan`` is checked: on the side with fewer timed calls, timed, unless
+        the worker is compiling or loading meanwhile (then the plan runs, untimed). Both sides'
+        answers are the app's answer (the plan's passed placement's comparison)."""
         ours, theirs = plan.times
-        on_plan = len(ours) <= len(theirs)
+        timed = not _working.is_set()  # a compile beside the app slows the sides unevenly
+        on_plan = len(ours) <= len(theirs) or not timed
         started = time.perf_counter()
         if on_plan:
             try:
@@ -214,6 +216,8 @@ class InferenceSession:
             result = [outputs[n] for n in names]
         else:
             result = self._run_ort(output_names, input_feed, run_options)
+        if not timed:
+            return result
         (ours if on_plan else theirs).append(time.perf_counter() - started)
         if len(ours) >= plan.check and len(theirs) >= plan.check:
             self._judge(sig, plan)
@@ -236,7 +240,7 @@ class InferenceSession:
             self._drop(sig, f"its plan is not faster ({why})", logging.INFO)
         path = self._plan_file(sig) if self._key else None  # the key: made with the plan
         if path is not None:
-            self._submit(lambda: _mark(path, sig, keep))
+            _mark(path, sig, keep)  # now: the worker may be busy for minutes
 
     def _warm_up(self) -> None:
         with self._lock:
@@ -625,6 +629,7 @@ def _session_config(cfg: Config, options: ort.SessionOptions | None) -> Config:
 # -- the background worker -----------------------------------------------------------------------
 
 _jobs: queue.Queue[Callable[[], None]] | None = None
+_working = threading.Event()  # set while the worker runs a job
 _jobs_lock = threading.Lock()
 _internal = threading.local()
 
@@ -641,7 +646,13 @@ def _worker() -> queue.Queue[Callable[[], None]]:
             def loop() -> None:
                 _internal.active = True  # sessions made here are onnxruntime's (patched or not)
                 while True:
-                    jobs.get()()
+                    job = jobs.get()
+                    _working.set()
+                    try:
+                        job()
+                    finally:
+                        if jobs.empty():
+                            _working.clear()
 
             threading.Thread(target=loop, name="byoc-plans", daemon=True).start()
         return _jobs
