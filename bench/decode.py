@@ -43,17 +43,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import queue
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import zoo
 
 READY = "DECODE-READY "
 TIMES = "DECODE-TIMES "
@@ -183,54 +180,14 @@ def child(job: dict[str, Any]) -> int:
     return 0
 
 
-class Child:
+class Child(zoo.Child):
     """One ``child`` process, driven line by line over its stdin and stdout."""
 
     def __init__(self, job: dict[str, Any], timeout: float) -> None:
-        self.who = ENGINES[job["engine"]]
-        self.timeout = timeout
-        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close())
-        cmd = [sys.executable, __file__, "--child", json.dumps(job)]
-        self.proc = subprocess.Popen(
-            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
-        )
-        self.lines: queue.Queue[str | None] = queue.Queue()
-        threading.Thread(target=self._pump, daemon=True).start()
-
-    def _pump(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.put(line)
-        self.lines.put(None)
-
-    def reply(self, prefix: str) -> Any:
-        deadline = time.monotonic() + self.timeout
-        while True:
-            try:
-                line = self.lines.get(timeout=max(deadline - time.monotonic(), 0))
-            except queue.Empty:
-                raise RuntimeError(f"{self.who}: timed out after {self.timeout:.0f} s") from None
-            if line is None:
-                self.stderr.seek(0)
-                tail = (self.stderr.read().strip().splitlines() or ["no output"])[-1]
-                raise RuntimeError(f"{self.who}: exited with {self.proc.wait()}: {tail}")
-            if line.startswith(prefix):
-                value = json.loads(line[len(prefix) :])
-                if isinstance(value, dict) and "error" in value:
-                    raise RuntimeError(f"{self.who}: {value['error']}")
-                return value
+        super().__init__(job, timeout, __file__, ENGINES[job["engine"]])
 
     def ask(self, what: str, n: int) -> list[float]:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{what} {n}\n")
-        self.proc.stdin.flush()
-        return self.reply(TIMES)
-
-    def close(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait()
-        self.stderr.close()
+        return self.times(n, what, TIMES)
 
 
 def measure(args: argparse.Namespace) -> dict[str, dict[str, list[float]]]:

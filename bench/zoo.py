@@ -179,11 +179,13 @@ def has_openvino() -> bool:
 class Child:
     """One child process of ``child``, driven line by line over its stdin and stdout."""
 
-    def __init__(self, job: dict[str, Any], timeout: float) -> None:
-        self.who = {"ort": "onnxruntime", "ov": "openvino"}.get(job["engine"], "byoc")
+    def __init__(
+        self, job: dict[str, Any], timeout: float, script: str = __file__, who: str = ""
+    ) -> None:
+        self.who = who or {"ort": "onnxruntime", "ov": "openvino"}.get(job["engine"], "byoc")
         self.timeout = timeout
         self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close())
-        cmd = [sys.executable, __file__, "--child", json.dumps(job)]
+        cmd = [sys.executable, script, "--child", json.dumps(job)]
         self.proc = subprocess.Popen(
             cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True
         )
@@ -214,11 +216,13 @@ class Child:
                     raise ChildError(f"{self.who}: {value['error']}")
                 return value
 
-    def times(self, n: int) -> list[float]:
+    def times(self, n: int, what: str = "", prefix: str = TIMES) -> list[float]:
+        """Ask for ``n`` runs (``what``: of which kind, for a child that has kinds); their
+        seconds."""
         assert self.proc.stdin is not None
-        self.proc.stdin.write(f"{n}\n")
+        self.proc.stdin.write(f"{what} {n}\n".lstrip())
         self.proc.stdin.flush()
-        return self.reply(TIMES)
+        return self.reply(prefix)
 
     def close(self) -> None:
         if self.proc.poll() is None:
