@@ -451,3 +451,16 @@ def test_no_check_is_timed_while_the_worker_compiles(monkeypatch):
     for _ in range(4):
         s.run(None, {"x": x})
     assert set(s.plans().values()) <= {"byoc", "onnxruntime"}
+
+
+def test_plans_on_disk_are_bounded_per_model(monkeypatch):
+    """Shapes that keep changing (an OCR width per image) would fill the disk with plans."""
+    monkeypatch.setattr(session, "SAVED_PER_PLAN", 2)
+    s = byoc.InferenceSession(
+        dynamic_model(), config=with_session(compile_after=1, plans=1), wait=True
+    )
+    for batch in range(1, 6):
+        s.run(None, {"x": np.ones((batch, 8), np.float32)})
+    saved = list(session.plans_dir().rglob("*.byoc"))
+    assert len(saved) == 2  # the two made last
+    assert sorted(session._read_signature(p.with_suffix(".json"))[0][2][0] for p in saved) == [4, 5]

@@ -18,6 +18,7 @@ builds its own sessions; byoc's own code and onnxruntime's keep the real class.
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
 import itertools
 import json
@@ -54,6 +55,7 @@ _MAX_SEEN = 4096  # signatures counted towards compile_after (an app whose shape
 # A plan is kept after its check only if its median call is this far below onnxruntime's: a plan
 # that merely ties costs the process its backends' threads and memory for nothing.
 CHECK_MARGIN = 0.97
+SAVED_PER_PLAN = 4  # plans of a model kept on disk, per plan held in memory ([session] plans)
 _LEVEL_NAMES = {
     ort.GraphOptimizationLevel.ORT_DISABLE_ALL: "disable",
     ort.GraphOptimizationLevel.ORT_ENABLE_BASIC: "basic",
@@ -380,6 +382,7 @@ class InferenceSession:
         )
         if path is not None:
             _store(path, sig, keep)
+            _prune(path.parent, SAVED_PER_PLAN * self._max_plans)
         self._keep(sig, keep, self._check)
 
     def _keep(self, sig: Signature, model: Any, check: int = 0) -> None:
@@ -456,6 +459,8 @@ class InferenceSession:
         except Exception as exc:
             log.info("byoc: cached plan %s not used: %s", path.name, exc)
             return False
+        with contextlib.suppress(OSError):  # used: the last the cache's bound drops
+            os.utime(path.with_suffix(".byoc"))
         return True
 
 
@@ -514,6 +519,17 @@ def _store(path: Path, sig: Signature, compiled: Any) -> None:
             path.with_suffix(".plain").write_bytes(b"")
     except Exception as exc:
         log.info("byoc: cannot cache the plan in %s: %s", path.parent, exc)
+
+
+def _prune(folder: Path, most: int) -> None:
+    """At most ``most`` plans of a model on disk: the least recently made or loaded go (their
+    signatures compile again when they are hot). An app whose shapes keep changing (an OCR
+    width per image) would otherwise fill the disk: a plan holds its model's weights."""
+    saved = sorted((p for p in _listing(folder) if p.suffix == ".byoc"), key=_mtime, reverse=True)
+    for old in saved[most:]:
+        for suffix in (".byoc", ".kept", ".json"):
+            with contextlib.suppress(OSError):
+                old.with_suffix(suffix).unlink()
 
 
 def _mark(path: Path, sig: Signature, keep: bool) -> None:
