@@ -317,8 +317,10 @@ def test_a_misspelt_backend_or_key_gets_a_suggestion(tmp_path):
 def test_cache_clear_forgets_the_verdicts(tmp_path):
     env_cache = tmp_path / "cache"
     verdicts = env_cache / "byoc" / "placement"
-    verdicts.mkdir(parents=True)
-    (verdicts / "x.json").write_text("{}")
+    plans = env_cache / "byoc" / "sessions"  # byoc.InferenceSession's plans and checks
+    for folder in (verdicts, plans):
+        folder.mkdir(parents=True)
+        (folder / "x.json").write_text("{}")
     done = subprocess.run(
         [sys.executable, "-m", "byoc.cli", "cache", "clear"],
         capture_output=True,
@@ -327,7 +329,7 @@ def test_cache_clear_forgets_the_verdicts(tmp_path):
         env={**os.environ, "XDG_CACHE_HOME": str(env_cache)},
     )
     assert done.returncode == 0, done.stderr
-    assert not verdicts.exists()
+    assert not verdicts.exists() and not plans.exists()
 
 
 def test_cache_clear_all_keeps_the_models(tmp_path):

@@ -390,16 +390,18 @@ _KEPT = ("models", "zoo", "export-venv")
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    """``byoc cache clear``: forget measured placement's verdicts (and, with ``--all``, the
-    compiled libraries and the backends' other verdicts), so that the next compile measures
-    (and builds) again."""
+    """``byoc cache clear``: forget measured placement's verdicts and the plans (and their
+    checks' verdicts) ``byoc.InferenceSession`` saved (and, with ``--all``, the compiled
+    libraries and the backends' other verdicts), so that the next compile measures (and
+    builds) again."""
     import shutil
 
     from byoc.placement import cache_root
+    from byoc.session import plans_dir
 
     root = cache_root().parent
     targets = [p for p in root.iterdir() if p.is_dir()] if args.all and root.is_dir() else []
-    targets = [p for p in targets if p.name not in _KEPT] or [cache_root()]
+    targets = [p for p in targets if p.name not in _KEPT] or [cache_root(), plans_dir()]
     for path in targets:
         shutil.rmtree(path, ignore_errors=True)
         print(f"removed {path}")
@@ -564,7 +566,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", help=".byoc file")
     p.add_argument("--json", action="store_true", help="print JSON")
     p = add("cache", cmd_cache, "clear byoc's cache: measured placement's verdicts", model=False)
-    p.add_argument("action", choices=["clear"], help="clear: remove the cached verdicts")
+    p.add_argument(
+        "action", choices=["clear"], help="clear: remove the cached verdicts and sessions' plans"
+    )
     p.add_argument(
         "--all",
         action="store_true",
