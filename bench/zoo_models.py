@@ -16,6 +16,11 @@
 * A Llama-style decoder built by ``bench/llama_models.py`` (onnx.helper, seeded random weights,
   spelled as the PyTorch exporters write it): ``llama-prefill`` (128 tokens) and
   ``llama-decode`` (the KV-cache step: one token after 127 in the cache).
+* A DLRM-style recommender (``dlrm``: eight embedding bags as ``Gather`` + ``ReduceSum``, MLPs,
+  the pairwise interaction as a batched ``MatMul``; batch 128) and a MobileNetV3 /
+  EfficientNet-style net (``mbconv-se``: inverted residual blocks with depthwise convs and
+  squeeze-excite, 224x224), built by ``bench/built_models.py`` (onnx.helper, seeded random
+  weights).
 * Exported from PyTorch by ``bench/exported_models.py`` (run it first: it needs torch, which it
   installs into a venv of its own), with both exporters, seeded random weights: ViT-tiny,
   ConvNeXt-atto, EfficientNet-B0, MobileNetV3, ResNet-18, a BERT-style encoder (and its int8
@@ -42,6 +47,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import built_models
 import exported_models
 import llama_models
 import numpy as np
@@ -455,6 +461,14 @@ LLAMA_KINDS = {
 }
 
 
+BUILT_KINDS = {
+    "dlrm": "DLRM-style recommender: 8 embedding bags (Gather + ReduceSum, 100000-500 rows of "
+    f"64), bottom and top MLPs, pairwise interaction (batched MatMul), batch {built_models.BATCH}",
+    "mbconv-se": "MobileNetV3/EfficientNet-style net: 8 inverted residual blocks (1x1 expand, "
+    "3x3 depthwise, ReLU/HardSwish/SiLU, squeeze-excite, 1x1 project, residual), 224x224",
+}
+
+
 def llama_ids(variant: str) -> list[list[int]]:
     """Fixed token ids inside the decoder's vocabulary: the prompt, or one token."""
     if variant == "decode":
@@ -613,6 +627,16 @@ def zoo() -> dict[str, ZooModel]:
                 ),
                 llama_models.shapes(variant),
                 {"input_ids": llama_ids(variant)},
+            )
+        )
+    for name, kind in BUILT_KINDS.items():
+        models.append(
+            ZooModel(
+                name,
+                kind,
+                "bench/built_models.py, seeded random weights",
+                lambda name=name: _built(name, partial(built_models.build, name)),
+                built_models.shapes(name),
             )
         )
     models += exported()
