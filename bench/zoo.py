@@ -17,12 +17,23 @@ a partition runs in bf16 where the CPU has it and its outputs stay within the to
 cells show the noise of separate processes), plus the model's ``shapes`` and fixed inputs
 (``compare.inputs``); ``--placement`` adds ``compile.placement``.
 
-Where openvino is importable, each round also runs a third child: plain OpenVINO, the whole
-model read by its ONNX frontend with the model's shapes and compiled for "CPU" with the fp32
-precision hint, the latency hint and as many threads as byoc gives its backends (the cores this
-process may use). It is timed in the same rotation of blocks; the ``ov`` column is its median
-ratio to onnxruntime over the row's cells (< 1: OpenVINO is faster), and the summary gives the
-geometric means of every column.
+Peers, each timed by a child of its own in the same rotation of blocks, each a column of the
+table (its median ratio to onnxruntime over the row's cells, < 1: faster) and a geometric mean in
+the summary:
+
+* ``ov`` (where openvino is importable; ``--no-openvino`` leaves it out): plain OpenVINO, the
+  whole model read by its ONNX frontend with the model's shapes and compiled for "CPU" with the
+  fp32 precision hint, the latency hint and as many threads as byoc gives its backends (the cores
+  this process may use).
+* ``ovep-f32`` (``--no-openvino-ep`` leaves it out): onnxruntime with OpenVINO's plugin
+  execution provider, the package ``onnxruntime-ep-openvino`` (not a dependency of byoc: ``pip
+  install onnxruntime-ep-openvino`` into this venv; it changes no other package).
+  ``onnxruntime.register_execution_provider_library`` loads it, the session gets its "CPU"
+  device (``get_ep_devices``, ``add_provider_for_devices``) with ``load_config`` ``{"CPU":
+  {"INFERENCE_PRECISION_HINT": "f32"}}`` (it defaults to bf16 where the CPU has AMX) and
+  otherwise the EP's defaults; nodes it does not take run on onnxruntime's CPU provider. The EP
+  offers devices of Intel's only: on other CPUs, as where the package is missing, the column
+  says why in one line and the rest of the table is unchanged.
 
 What it measures, for each (model, config): ``--rounds`` pairs of child processes, both alive at
 once. The onnxruntime child is what a user writes: ``InferenceSession(path,
@@ -72,6 +83,10 @@ CONFIGS = {
     "bf16": None,  # every backend, [compile] precision = "bf16" (where the CPU has it)
     "none": [],  # the control: byoc with no backend runs one onnxruntime session, as the baseline
 }
+# Engines timed beside onnxruntime and byoc where they are available: engine -> column heading
+PEERS = {"ov": "ov", "ovep": "ovep-f32"}
+PEER_NAMES = {"ov": "plain openvino", "ovep": "onnxruntime + openvino EP (fp32)"}
+OVEP_PACKAGE = "onnxruntime-ep-openvino"
 MARK = 1.02
 READY = "ZOO-READY "  # prefix of the child's line once loaded and warmed up
 TIMES = "ZOO-TIMES "  # prefix of the child's line after each block of runs
@@ -88,6 +103,13 @@ def child(job: dict[str, Any]) -> int:
     import onnxruntime as ort
 
     out: dict[str, Any] = {}
+    if job.get("probe") == "ovep":  # only whether the EP offers a CPU device here
+        try:
+            openvino_ep_device()
+        except Exception as exc:
+            out["error"] = f"{type(exc).__name__}: {exc}"
+        print(READY + json.dumps(out), flush=True)
+        return 1 if out else 0
     try:
         inputs = byoc.random_inputs(job["path"], job["shapes"], 0, job["fixed"])
         start = time.perf_counter()
@@ -99,6 +121,8 @@ def child(job: dict[str, Any]) -> int:
                 return session.run(None, feed)
         elif job["engine"] == "ov":
             run = plain_openvino(job["path"], job["shapes"], inputs)
+        elif job["engine"] == "ovep":
+            run = openvino_ep(job["path"], inputs)
         else:
             compiled = byoc.compile(job["path"], job["config"])
             plan = compiled.plan
@@ -170,10 +194,66 @@ def plain_openvino(path: str, shapes: dict[str, list[int]], inputs: dict[str, An
     return run
 
 
+def openvino_ep_device() -> Any:
+    """The "CPU" ``OrtEpDevice`` of OpenVINO's plugin execution provider (the package
+    ``onnxruntime-ep-openvino``), its library registered with onnxruntime; RuntimeError saying
+    why where there is none."""
+    import onnxruntime as ort
+
+    try:
+        import onnxruntime_ep_openvino as ovep
+    except ImportError:
+        raise RuntimeError(f"{OVEP_PACKAGE} is not installed: pip install {OVEP_PACKAGE}") from None
+    ort.register_execution_provider_library("openvino", ovep.get_library_path())
+    devices = [d for d in ort.get_ep_devices() if d.ep_name == ovep.get_ep_name()]
+    cpu = [d for d in devices if d.ep_metadata.get("ov_device") == "CPU"]
+    if not cpu:
+        vendors = sorted(
+            {d.device.vendor for d in ort.get_ep_devices() if d.device.type.name == "CPU"}
+        )
+        raise RuntimeError(
+            f"{OVEP_PACKAGE} offers no CPU device on this machine (its devices: "
+            f"{sorted(d.ep_metadata.get('ov_device', '?') for d in devices) or 'none'}; it "
+            f"offers Intel's only, this CPU is {', '.join(vendors) or 'unknown'}'s)"
+        )
+    return cpu[0]
+
+
+def openvino_ep(path: str, inputs: dict[str, Any]) -> Any:
+    """onnxruntime with OpenVINO's plugin execution provider on its CPU device, in fp32 (the
+    EP's default is bf16 where the CPU has AMX), its other settings the EP's defaults."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    # the plugin EP ignores the old "precision" option: OpenVINO properties go in load_config
+    config = {"CPU": {"INFERENCE_PRECISION_HINT": "f32"}}
+    options.add_provider_for_devices([openvino_ep_device()], {"load_config": json.dumps(config)})
+    session = ort.InferenceSession(path, sess_options=options)
+    feed = {i.name: inputs[i.name] for i in session.get_inputs()}
+
+    def run() -> Any:
+        return session.run(None, feed)
+
+    return run
+
+
 def has_openvino() -> bool:
     import importlib.util
 
     return importlib.util.find_spec("openvino") is not None
+
+
+def openvino_ep_unavailable(timeout: float) -> str | None:
+    """Why OpenVINO's plugin EP cannot run here (not installed, no CPU device), asked once in a
+    child (loading it in this process would leave OpenVINO's threads in it); None: it can."""
+    probe = Child({"engine": "ovep", "probe": "ovep"}, timeout)
+    try:
+        probe.reply(READY)
+        return None
+    except ChildError as exc:
+        return str(exc)
+    finally:
+        probe.close()
 
 
 class Child:
@@ -182,7 +262,8 @@ class Child:
     def __init__(
         self, job: dict[str, Any], timeout: float, script: str = __file__, who: str = ""
     ) -> None:
-        self.who = who or {"ort": "onnxruntime", "ov": "openvino"}.get(job["engine"], "byoc")
+        names = {"ort": "onnxruntime", "ov": "openvino", "ovep": "onnxruntime+openvino-ep"}
+        self.who = who or names.get(job["engine"], "byoc")
         self.timeout = timeout
         self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed in close())
         cmd = [sys.executable, script, "--child", json.dumps(job)]
@@ -267,9 +348,19 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
         "pair_ratios": [],
     }
     engines = ["ort", "byoc"]
-    if args.openvino:  # plain OpenVINO, timed in the same rotation
-        engines.append("ov")
-        cell.update(ov_ms=[], ov_pair_ratios=[])
+    for peer, unavailable in args.peers.items():  # timed in the same rotation
+        if unavailable:
+            cell[f"{peer}_error"] = unavailable
+        else:
+            engines.append(peer)
+            cell.update({f"{peer}_ms": [], f"{peer}_pair_ratios": []})
+
+    def drop(peer: str, exc: ChildError, children: dict[str, Child]) -> None:
+        """A peer that failed: its column says why; byoc's cell still counts."""
+        cell[f"{peer}_error"] = str(exc)
+        children.pop(peer).close()
+        engines.remove(peer)
+
     for _ in range(args.rounds):
         children: dict[str, Child] = {}
         mark = host.cpu_mark()  # the children's time is this process's once they are reaped
@@ -280,11 +371,9 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
                 try:
                     ready[engine] = children[engine].reply(READY)
                 except ChildError as exc:
-                    if engine != "ov":
+                    if engine not in PEERS:
                         raise
-                    cell["ov_error"] = str(exc)  # the column only: byoc's cell still counts
-                    children.pop(engine).close()
-                    engines.remove(engine)
+                    drop(engine, exc, children)
             cell.setdefault("compile_s", []).append(ready["byoc"]["load_s"])
             cell.update({k: ready["byoc"][k] for k in ("partitions", "steps", "placement")})
             slowest = max(r["warm_ms"] for r in ready.values())
@@ -297,11 +386,18 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
                 medians = {}
                 for engine in order:
                     time.sleep(args.gap)  # let the other child's idle threads stop spinning
-                    medians[engine] = statistics.median(children[engine].times(n)) * 1e3
+                    try:
+                        medians[engine] = statistics.median(children[engine].times(n)) * 1e3
+                    except ChildError as exc:
+                        if engine not in PEERS:
+                            raise
+                        drop(engine, exc, children)
+                        continue
                     cell[f"{engine}_ms"].append(medians[engine])
                 cell["pair_ratios"].append(medians["byoc"] / medians["ort"])
-                if "ov" in medians:
-                    cell["ov_pair_ratios"].append(medians["ov"] / medians["ort"])
+                for peer in PEERS:
+                    if peer in medians:
+                        cell[f"{peer}_pair_ratios"].append(medians[peer] / medians["ort"])
         except ChildError as exc:
             return {**cell, "error": str(exc)}
         finally:
@@ -309,8 +405,9 @@ def measure(model: Any, path: Path, config: str, args: argparse.Namespace) -> di
                 c.close()
             cell.setdefault("others", []).append(host.others_since(mark))
     cell["ratio"] = statistics.median(cell["pair_ratios"])
-    if cell.get("ov_pair_ratios"):
-        cell["ov_ratio"] = statistics.median(cell["ov_pair_ratios"])
+    for peer in PEERS:
+        if cell.get(f"{peer}_pair_ratios"):
+            cell[f"{peer}_ratio"] = statistics.median(cell[f"{peer}_pair_ratios"])
     return cell
 
 
@@ -330,13 +427,15 @@ def describe(cell: dict[str, Any]) -> str:
         f"partitions: {parts or 'none'}"
         + (f"; placement {placement.get('mode')}" if placement else "")
         + (f", whole model {whole.get('verdict')}" if whole else "")
-        + (
-            f"; plain openvino {statistics.median(cell['ov_ms']):.2f} ms, ratio "
-            f"{cell['ov_ratio']:.3f}"
-            if cell.get("ov_ratio")
+        + "".join(
+            f"; {PEER_NAMES[p]} {statistics.median(cell[f'{p}_ms']):.2f} ms, ratio "
+            f"{cell[f'{p}_ratio']:.3f}"
+            if cell.get(f"{p}_ratio")
+            else f"; {PEER_NAMES[p]} failed: {cell[f'{p}_error']}"
+            if cell.get(f"{p}_error")
             else ""
+            for p in PEERS
         )
-        + (f"; plain openvino failed: {cell['ov_error']}" if cell.get("ov_error") else "")
         + (
             f"; other processes took {max(o for o in cell['others'] if o is not None):.0%} of "
             "the CPUs"
@@ -376,21 +475,23 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
     by = {(c["model"], c["config"]): c for c in cells}
     notes: list[str] = []
     width = max(len("model"), *map(len, models))
-    with_ov = any("ov_pair_ratios" in c for c in cells)
-    head = f"{'model':{width}}  {'ort ms':>8}  {'ort +-':>6}  " + (
-        f"{'ov':>6}  " if with_ov else ""
+    # a peer's column: where a cell timed it or says why it could not
+    peers = [p for p in PEERS if any(f"{p}_pair_ratios" in c or f"{p}_error" in c for c in cells)]
+    head = f"{'model':{width}}  {'ort ms':>8}  {'ort +-':>6}  " + "".join(
+        f"{PEERS[p]:>{max(6, len(PEERS[p]))}}  " for p in peers
     )
     lines = [head + "  ".join(f"{c:>11}" for c in configs)]
-    ov_rows: list[float] = []
+    peer_rows: dict[str, list[float]] = {p: [] for p in peers}
     for m in models:
         ort_ms = [t for c in configs for t in by.get((m, c), {}).get("ort_ms", [])]
         mid = statistics.median(ort_ms) if ort_ms else 0.0
         spread = (max(ort_ms) - min(ort_ms)) / 2 / mid if ort_ms else 0.0
         row = [f"{mid:8.2f}  {spread:6.0%}" if ort_ms else f"{'-':>8}  {'-':>6}"]
-        if with_ov:
-            ov = [r for c in configs for r in by.get((m, c), {}).get("ov_pair_ratios", [])]
-            ov_rows += [statistics.median(ov)] if ov else []
-            row[0] += f"  {statistics.median(ov):6.2f}" if ov else f"  {'-':>6}"
+        for p in peers:
+            rs = [r for c in configs for r in by.get((m, c), {}).get(f"{p}_pair_ratios", [])]
+            peer_rows[p] += [statistics.median(rs)] if rs else []
+            w = max(6, len(PEERS[p]))
+            row[0] += f"  {statistics.median(rs):{w}.2f}" if rs else f"  {'-':>{w}}"
         for c in configs:
             cell = by.get((m, c))
             if cell is None:
@@ -413,20 +514,30 @@ def table(cells: list[dict[str, Any]], models: list[str], configs: list[str]) ->
         f"{host.BUSY:.1%} of the CPUs in a round of the cell, so its ratio is no evidence; "
         "'ort +-': half the "
         "range of the onnxruntime medians of the row, the noise floor"
-        + (
-            "; 'ov': plain OpenVINO / onnxruntime, the median over the row's cells)"
-            if with_ov
-            else ")"
+        + "".join(
+            f"; '{PEERS[p]}': {PEER_NAMES[p]} / onnxruntime, the median over the row's cells"
+            for p in peers
         )
+        + ")"
     )
     lines += notes
+    for p in peers:  # why a peer's cells are '-': one line per reason
+        failed: dict[str, list[str]] = {}
+        for cell in cells:
+            reason = cell.get(f"{p}_error")
+            if reason and cell["model"] not in failed.setdefault(reason, []):
+                failed[reason].append(cell["model"])
+        for reason, names in failed.items():
+            where = "every model" if len(names) == len(models) else ", ".join(names)
+            lines.append(f"'{PEERS[p]}' did not run ({where}): {reason}")
     means = [
         f"{c} {statistics.geometric_mean(rs):.3f}"
         for c in configs
         if (rs := [by[m, c]["ratio"] for m in models if "ratio" in by.get((m, c), {})])
     ]
-    if with_ov and ov_rows:
-        means.append(f"plain openvino {statistics.geometric_mean(ov_rows):.3f}")
+    means += [
+        f"{PEER_NAMES[p]} {statistics.geometric_mean(rs):.3f}" for p, rs in peer_rows.items() if rs
+    ]
     if means:
         lines.append("geometric means of the ratios to onnxruntime: " + ", ".join(means))
     for label, group in (("", ok), (" with backend partitions", [c for c in ok if not _plain(c)])):
@@ -502,6 +613,10 @@ def main(argv: list[str] | None = None) -> int:
         "--no-openvino", dest="openvino", action="store_false",
         help="leave out the plain OpenVINO column (default: shown when openvino is importable)",
     )  # fmt: skip
+    parser.add_argument(
+        "--no-openvino-ep", dest="openvino_ep", action="store_false",
+        help=f"leave out the onnxruntime + OpenVINO plugin EP column ({OVEP_PACKAGE})",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.openvino = args.openvino and has_openvino()
     if args.table:
@@ -530,6 +645,11 @@ def main(argv: list[str] | None = None) -> int:
     fp32_peak = peak()  # measured once per host, cached
     info["peak"] = fp32_peak.describe()
     print(f"{'peak:':10s}{info['peak']}")
+    args.peers = {"ov": None} if args.openvino else {}  # peer -> why it cannot run, or None
+    if args.openvino_ep:
+        args.peers["ovep"] = openvino_ep_unavailable(args.timeout)
+        if args.peers["ovep"]:
+            print(f"{'ovep:':10s}{args.peers['ovep']}")
     print(
         f"settings: rounds {args.rounds}, blocks {args.blocks} x {args.block} s, gap "
         f"{args.gap} s, warmup {args.warmup}, placement {args.placement or 'default'}",
@@ -561,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(roofline(cells)))
     print("load average now " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
     if args.json:
-        settings = {k: v for k, v in vars(args).items() if k not in ("json", "list")}
+        settings = {k: v for k, v in vars(args).items() if k not in ("json", "list", "peers")}
         data = {"machine": {**info, "load_after": os.getloadavg()}, "settings": settings}
         args.json.write_text(json.dumps({**data, "cells": cells}, indent=1, default=str))
     return 0
