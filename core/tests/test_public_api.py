@@ -92,6 +92,7 @@ def test_the_backend_contract_fields():
         "int_limit",
         "precisions",
         "exact",
+        "optimizes_graphs",
     ]
     assert [f.name for f in dataclasses.fields(byoc.Option)] == [
         "type",

@@ -53,8 +53,9 @@ class BackendSpec:
     :ivar options: the keys of the backend's own ``[backend.<name>]`` table, each a
         ``byoc.Option``, which byoc checks and fills in for every table it builds (config and
         loaded files). The keys every backend has (``enabled``, ``ops``, ``exclude_ops``,
-        ``min_partition_nodes``, ``prune``, ``threads``) come on top; restate one (``threads``,
-        to say what your library does with it) only with its type, default and allowed values.
+        ``min_partition_nodes``, ``prune``, ``int8``, ``threads``) come on top; restate one
+        (``threads``, to say what your library does with it) only with its type, default and
+        allowed values.
     :ivar priority: orders backends when the config gives no ``backends`` list (higher first).
     :ivar reference: not meant for speed (a reference or teaching backend): it claims nodes
         only when the config's ``backends`` names it.
@@ -94,6 +95,10 @@ class BackendSpec:
         ``{"winograd": False}``): a partition whose outputs differ from onnxruntime's beyond
         the tolerance is compiled once more with them before measured placement returns it,
         and ``byoc explain`` says so.
+    :ivar optimizes_graphs: it rewrites and fuses graphs itself (OpenVINO): its partitions are
+        the model's nodes as read between their inputs and outputs, with the shape
+        computations byoc folds and the original names, where the boundary allows
+        (``pipeline.as_original``); its inputs keep their static types.
     """
 
     name: str
@@ -116,6 +121,7 @@ class BackendSpec:
         default_factory=dict
     )
     exact: Mapping[str, Any] = field(default_factory=dict)
+    optimizes_graphs: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name:
@@ -162,6 +168,7 @@ _CHECKS: dict[str, tuple[Callable[[Any], bool], str]] = {
     "int_limit": (lambda v: v is None or (_int(v) and v > 0), "None or an int above 0"),
     "precisions": (lambda v: isinstance(v, Mapping), "a dict"),
     "exact": (lambda v: isinstance(v, Mapping), "a dict"),
+    "optimizes_graphs": (lambda v: isinstance(v, bool), "a bool"),
 }
 
 

@@ -297,13 +297,19 @@ def test_int8_products_are_exact_at_any_size() -> None:
     np.testing.assert_array_equal(got["qf"], _onnxruntime(model, inputs)["qf"])
 
 
+def _ties() -> np.ndarray:
+    """252 values on onnxruntime's rounding ties of DynamicQuantizeLinear's scale for them,
+    where OpenVINO's scale, an ulp off, lands 106 of them a step away."""
+    top = np.float32(5.2772126)  # top / 255 != top * (1 / 255) in float32
+    steps = (np.arange(250, dtype=np.float32) + np.float32(0.5)) * (top / np.float32(255))
+    return np.minimum(np.concatenate([[0, top], steps]), top).astype(np.float32)
+
+
 def test_dynamic_quantization_stays_on_onnxruntime() -> None:
     """OpenVINO's DynamicQuantizeLinear scale is (max - min) * (1 / 255), an ulp off
     onnxruntime's (max - min) / 255: values on onnxruntime's rounding ties land a step away
     (106 of these 252). It runs on onnxruntime, so its outputs are onnxruntime's."""
-    top = np.float32(5.2772126)  # top / 255 != top * (1 / 255) in float32
-    steps = (np.arange(250, dtype=np.float32) + np.float32(0.5)) * (top / np.float32(255))
-    x = np.minimum(np.concatenate([[0, top], steps]), top).astype(np.float32)[None]
+    x = _ties()[None]
     model = make_model(
         [node("DynamicQuantizeLinear", ["x"], ["q", "scale", "zero"]), node("Relu", ["x"], "r")],
         {"x": [1, x.shape[1]]},
@@ -314,6 +320,80 @@ def test_dynamic_quantization_stays_on_onnxruntime() -> None:
     got, want = byoc.compile(model, config()).run({"x": x}), _onnxruntime(model, {"x": x})
     for name in ("q", "scale", "zero"):
         np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+def _dynamic_dense() -> onnx.ModelProto:
+    """A dense layer as ``quantize_dynamic`` writes it: DynamicQuantizeLinear, MatMulInteger by
+    int8 weights (within [-64, 64], so that onnxruntime's products cannot saturate on a CPU
+    without VNNI), Cast, times both scales, plus the bias."""
+    rng = np.random.default_rng(0)
+    return make_model(
+        [
+            node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+            node("MatMulInteger", ["xq", "w", "xz"], "p"),
+            node("Cast", ["p"], "pf", to=onnx.TensorProto.FLOAT),
+            node("Mul", ["xs", "ws"], "s"),
+            node("Mul", ["pf", "s"], "m"),
+            node("Add", ["m", "b"], "y"),
+        ],
+        {"x": [4, 63]},
+        ["y"],
+        constants={
+            "w": rng.integers(-64, 65, (63, 16)).astype(np.int8),
+            "ws": np.float32(0.02),
+            "b": rng.standard_normal(16).astype(np.float32),
+        },
+    )
+
+
+def test_own_int8_puts_dynamic_quantization_on_openvino_within_the_tolerance() -> None:
+    """By default the layer's DynamicQuantizeLinear stays on onnxruntime and the rest runs on
+    OpenVINO; with ``int8 = "own"`` OpenVINO claims it too, and the partition, checked on the
+    measurement inputs (rounding ties, which OpenVINO's scale moves), is kept because its error
+    is within ``[compile] precision_tolerance``: explain and compare show that error, and the
+    outputs are OpenVINO's own (not onnxruntime's) within it."""
+    from byoc.explain import explain_text
+    from byoc.tolerance import precision_error
+
+    model, x = _dynamic_dense(), _ties().reshape(4, 63)
+    default = byoc.partition(model, config())
+    assert default.decisions["xq"].backend == "onnxruntime"
+    assert default.decisions["p"].backend == default.decisions["y"].backend == "openvino"
+    own = config(int8="own")
+    compiled = byoc.compile(model, own, inputs={"x": x})
+    plan = compiled.plan
+    (part,) = plan.partitions
+    assert part.backend == "openvino" and {"xq", "p", "y"} <= set(part.nodes)
+    assert plan.fallback_nodes == []
+    verdict = plan.placement.of(part)
+    assert verdict.precision == "int8" and verdict.kept
+    assert verdict.precision_note.startswith("own int8 arithmetic: error ")
+    assert verdict.precision_note.endswith(" <= 0.01")
+    assert f"; {verdict.precision_note}" in explain_text(plan)
+    error = precision_error([compiled.run({"x": x})["y"]], [_onnxruntime(model, {"x": x})["y"]])
+    assert 0 < error <= 0.01
+    report = byoc.compare(model, own, inputs={"x": x})
+    assert f"{part.name}: {verdict.precision_note}" in report.table()
+    assert report.to_json()["partition_notes"] == {part.name: verdict.precision_note}
+
+
+def test_own_int8_beyond_the_tolerance_falls_back_to_exact_int8() -> None:
+    """A tolerance the rounding ties exceed: the partition quantizing with OpenVINO's own
+    arithmetic is refused in one warning line, only its DynamicQuantizeLinear goes back to
+    onnxruntime, and the rest runs on OpenVINO as without the setting, matching onnxruntime."""
+    model, x = _dynamic_dense(), _ties().reshape(4, 63)
+    tight = config(int8="own") | {"compile": {"placement": "static", "precision_tolerance": 1e-6}}
+    with pytest.warns(UserWarning, match=r"own int8 arithmetic: error .* > \[compile\] prec"):
+        compiled = byoc.compile(model, tight, inputs={"x": x})
+    plan = compiled.plan
+    assert plan.decisions["xq"].backend == "onnxruntime"
+    assert "precision_tolerance 1e-06" in dict(plan.decisions["xq"].refusals)["openvino"]
+    assert plan.decisions["p"].backend == plan.decisions["y"].backend == "openvino"
+    (failed,) = [m for m in plan.placement.measurements if m.failure]
+    assert "xq" in failed.nodes and failed.backend == "openvino"
+    np.testing.assert_allclose(
+        compiled.run({"x": x})["y"], _onnxruntime(model, {"x": x})["y"], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_quantize_linear_stays_on_onnxruntime() -> None:
@@ -1377,3 +1457,87 @@ def test_a_model_of_ir_3_saved_and_loaded_runs(tmp_path: Path) -> None:
     x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
     got = byoc.load(path).run({"x": x})["y"]
     np.testing.assert_allclose(got, _onnxruntime(model, {"x": x})["y"], rtol=1e-4, atol=1e-4)
+
+
+# -- the model's own nodes (BackendSpec.optimizes_graphs) ---------------------------------------
+
+
+def _flatten_by_shape() -> onnx.ModelProto:
+    """x[n, 4, 2] -> Reshape to [n, 8] by its own Shape -> MatMul w -> Relu: the shape
+    computation byoc folds once [shapes] fixes n."""
+    return make_model(
+        [
+            node("Shape", ["x"], "shape"),
+            node("Gather", ["shape", "zero"], "rows", axis=0),
+            node("Unsqueeze", ["rows", "axes"], "rows1"),
+            node("Concat", ["rows1", "minus1"], "to", axis=0),
+            node("Reshape", ["x", "to"], "flat"),
+            node("MatMul", ["flat", "w"], "mm"),
+            node("Relu", ["mm"], "y"),
+        ],
+        {"x": ["n", 4, 2]},
+        ["y"],
+        constants={
+            "zero": np.array(0, np.int64),
+            "axes": np.array([0], np.int64),
+            "minus1": np.array([-1], np.int64),
+            "w": np.random.default_rng(0).standard_normal((8, 3)).astype(np.float32),
+        },
+    )
+
+
+def test_openvino_gets_the_models_own_nodes_with_static_inputs() -> None:
+    """byoc folds Shape -> Gather -> Unsqueeze -> Concat into a constant; OpenVINO gets them as
+    written (its fusions look for them), under their names, with x's fixed shape."""
+    model = _flatten_by_shape()
+    cfg = {**config(), "shapes": {"x": [3, 4, 2]}}
+    (part,) = byoc.partition(model, cfg).partitions
+    assert [n.name for n in part.model.graph.node] == [n.name for n in model.graph.node]
+    (x,) = part.model.graph.input
+    assert [d.dim_value for d in x.type.tensor_type.shape.dim] == [3, 4, 2]
+    onnx.checker.check_model(part.model, full_check=True)
+    feeds = {"x": np.random.default_rng(1).standard_normal((3, 4, 2)).astype(np.float32)}
+    assert_matches_onnxruntime(model, cfg, feeds)
+
+
+def test_a_value_computed_elsewhere_is_the_constant_byoc_folded_it_to() -> None:
+    """The Reshape's target is the Shape of a Neg that onnxruntime runs, of the partition's own
+    input: OpenVINO's partition reads it as the folded constant and leaves the Neg out."""
+    model = make_model(
+        [
+            node("Neg", ["z"], "neg"),
+            node("Shape", ["neg"], "to"),
+            node("Relu", ["z"], "r"),
+            node("Reshape", ["r", "to"], "y"),
+        ],
+        {"z": [3, 4]},
+        ["neg", "y"],
+    )
+    cfg = config(exclude_ops=["Neg"])
+    (part,) = byoc.partition(model, cfg).partitions
+    assert [n.op_type for n in part.model.graph.node] == ["Relu", "Reshape"]
+    assert [v.name for v in part.model.graph.input] == ["z"]
+    (to,) = part.model.graph.initializer
+    assert to.name == "to" and onnx.numpy_helper.to_array(to).tolist() == [3, 4]
+    feeds = {"z": np.random.default_rng(2).standard_normal((3, 4)).astype(np.float32)}
+    assert_matches_onnxruntime(model, cfg, feeds)
+
+
+@pytest.mark.parametrize("ends", [2**63 - 1, 2**40])
+def test_a_constant_slice_to_the_end_runs_on_openvino(ends: int) -> None:
+    """Slice's "to the end" bound is an int64 past 2**24 that nothing computes with: OpenVINO
+    clamps it as ONNX does (a Llama's rotary half-swap split the decoder into five units)."""
+    model = make_model(
+        [node("Slice", ["x", "starts", "ends", "axes"], "s"), node("Neg", ["s"], "y")],
+        {"x": [2, 40]},
+        ["y"],
+        constants={
+            "starts": np.array([3], np.int64),
+            "ends": np.array([ends], np.int64),
+            "axes": np.array([1], np.int64),
+        },
+    )
+    plan = byoc.partition(model, config())
+    assert [u.backend for u in plan.schedule] == ["openvino"]
+    feeds = {"x": np.arange(80, dtype=np.float32).reshape(2, 40)}
+    assert_matches_onnxruntime(model, config(), feeds)

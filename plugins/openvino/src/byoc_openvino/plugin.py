@@ -74,6 +74,7 @@ def byoc_register_backends(register: Any) -> None:
             # OpenVINO's threads take turns with onnxruntime's: idle spinning ones would steal
             # the cores the other needs
             fallback_defaults={"allow_spinning": False},
+            optimizes_graphs=True,  # it fuses the model's own patterns
             # OpenVINO's Relu, Clip, Softmax, max and reductions drop NaN (tests/conftest.py):
             # a partition whose inputs hold NaN or +-inf runs on onnxruntime; its Add and
             # Softmax follow ONNX on -inf: attention masks of 0 and -inf stay here

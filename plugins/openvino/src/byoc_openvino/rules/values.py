@@ -189,11 +189,24 @@ def _inexact_int8_product(node: NodeView, widths: Widths) -> dict[str, Any] | No
 
 
 def _large_integer(node: NodeView, widths: Widths) -> dict[str, Any] | None:
-    """A 32- or 64-bit integer value not known to stay below 2**24 (``Widths``)."""
+    """A 32- or 64-bit integer value not known to stay below 2**24 (``Widths``). A constant
+    Slice bound is not computed on: "to the end" (INT64_MAX, INT64_MIN backwards) is clamped
+    to the dim, and OpenVINO clamps it the same after saturating it to int32 (every exporter
+    writes it: Llama's rotary half-swap split the decoder into five units)."""
     for name, t in _values(node):
-        if wide(t) and not widths.value_fits(name) and not widths.exact_use(node, name):
+        if not wide(t) or widths.value_fits(name) or widths.exact_use(node, name):
+            continue
+        if not _slice_bound(node, name):
             return {"name": name, "dtype": t.dtype}  # type: ignore[union-attr]
     return None
+
+
+def _slice_bound(node: NodeView, name: str) -> bool:
+    """``name`` is a constant that ``node`` reads only as a Slice's starts or ends."""
+    if node.op_type != "Slice" or node.graph.constant(name) is None:
+        return False
+    places = {i for i, n in enumerate(node.inputs) if n == name}
+    return bool(places) and places <= {1, 2}
 
 
 RULES = (

@@ -71,9 +71,10 @@ class Widths:
                 )
                 return narrow or (wide(source) and self.value_fits(node.inputs[0]))
             return False
+        moved = node.inputs[:1] if node.op_type == "Slice" else node.inputs  # not its bounds
         return node.op_type not in GROWING_OPS and all(
             self.value_fits(name)
-            for i, name in enumerate(node.inputs)
+            for i, name in enumerate(moved)
             if name and wide(node.input_type(i))
         )
 
