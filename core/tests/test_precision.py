@@ -1,5 +1,7 @@
 """[compile] precision = "bf16": a partition computes in reduced precision only where the CPU
-has it and its outputs stay within precision_tolerance of onnxruntime's fp32 ones."""
+has it and its outputs stay within precision_tolerance of onnxruntime's fp32 ones; and
+[backend.<name>] int8 = "own": a partition quantizing with its backend's own arithmetic is kept
+within the same tolerance, else its quantizers alone go back to onnxruntime."""
 
 from __future__ import annotations
 
@@ -139,3 +141,111 @@ def test_precision_error_compares_to_the_output_range():
     assert precision_error([want[0], np.array([1, 3])], want) == np.inf
     nan = [np.array([np.nan, 1.0], np.float32)]
     assert precision_error([np.array([0.0, 1.0], np.float32)], nan) == np.inf
+
+
+# -- [backend.<name>] int8 = "own" -----------------------------------------------------------
+
+
+class OwnInt8(Lossy):
+    """A backend claiming Relu, and with ``int8 = "own"`` QuantizeLinear and DequantizeLinear
+    too, whose partitions holding a QuantizeLinear come out ``error`` off onnxruntime's (its own
+    rounding), the others exact."""
+
+    @byoc.hookimpl
+    def byoc_register_backends(self, register):
+        register(byoc.BackendSpec("own"))
+
+    @byoc.hookimpl
+    def byoc_supported_ops(self, backend, config):
+        own = config["int8"] == "own"
+        return {"Relu": None, **({"QuantizeLinear": None, "DequantizeLinear": None} if own else {})}
+
+    @byoc.hookimpl
+    def byoc_codegen(self, backend, partition, config):
+        return partition.model.SerializeToString()
+
+    @byoc.hookimpl
+    def byoc_create_runtime(self, backend, artifact, config):
+        import onnx
+        import onnxruntime as ort
+
+        model = onnx.load_from_string(bytes(artifact))
+        rounds = any(n.op_type == "QuantizeLinear" for n in model.graph.node)
+        session = ort.InferenceSession(bytes(artifact), providers=["CPUExecutionProvider"])
+        return Rounding(session, 1 + self.error if rounds else 1.0)
+
+
+class Rounding:
+    """onnxruntime's outputs of the partition times ``scale``."""
+
+    def __init__(self, session, scale: float) -> None:
+        self.session, self.scale = session, scale
+
+    def run(self, inputs):
+        names = [i.name for i in self.session.get_inputs()]
+        feeds = dict(zip(names, inputs, strict=True))
+        return [o * self.scale for o in self.session.run(None, feeds)]
+
+
+def qdq_model():
+    return make_model(
+        [
+            node("Relu", ["x"], ["r"]),
+            node("QuantizeLinear", ["r", "s", "z"], ["q"]),
+            node("DequantizeLinear", ["q", "s", "z"], ["y"]),
+        ],
+        {"x": [2, 4]},
+        ["y"],
+        constants={"s": np.float32(0.01), "z": np.uint8(0)},
+    )
+
+
+@pytest.fixture
+def install_own(monkeypatch, tmp_path):
+    monkeypatch.setattr(placement.cache, "cache_root", lambda: tmp_path / "placement")
+
+    def install(error: float) -> None:
+        reg = plugins.Registry(only=[])
+        reg._add(OwnInt8(error), "byoc-own-test", "0.0")
+        monkeypatch.setattr(plugins, "_cache", {k: reg for k in (None, *plugins._cache)})
+
+    return install
+
+
+def own_config(**table: str) -> dict:
+    return {
+        "backends": ["own"],
+        "backend": {"own": table},
+        "compile": {"placement": "static", "precision_tolerance": 0.01},
+    }
+
+
+def test_int8_exact_is_the_default_and_claims_no_quantizer(install_own):
+    install_own(error=0.004)
+    plan = byoc.compile(qdq_model(), own_config(), inputs={"x": X}).plan
+    assert [p.nodes for p in plan.partitions] == [["r"]]
+    assert plan.placement.measurements == []  # nothing to note: no guard, no error
+
+
+def test_own_int8_within_the_tolerance_is_kept_and_shows_its_error(install_own):
+    install_own(error=0.004)
+    compiled = byoc.compile(qdq_model(), own_config(int8="own"), inputs={"x": X})
+    (part,) = compiled.plan.partitions
+    assert part.nodes == ["r", "q", "y"]
+    (m,) = compiled.plan.placement.measurements
+    assert (m.precision, m.precision_note) == ("int8", "own int8 arithmetic: error 0.004 <= 0.01")
+    assert "own int8 arithmetic: error 0.004 <= 0.01" in explain_text(compiled.plan)
+    want = np.round(np.maximum(X, 0) / 0.01) * np.float32(0.01)
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], want * 1.004, rtol=1e-6)
+
+
+def test_own_int8_beyond_the_tolerance_sends_back_its_quantizer_alone(install_own):
+    install_own(error=0.05)
+    with pytest.warns(UserWarning, match=r"error 0.05 > \[compile\] precision_tolerance 0.01"):
+        compiled = byoc.compile(qdq_model(), own_config(int8="own"), inputs={"x": X})
+    plan = compiled.plan
+    owners = {n: d.backend for n, d in plan.decisions.items() if not d.constant}
+    assert owners == {"r": "own", "q": "onnxruntime", "y": "own"}
+    assert "precision_tolerance 0.01" in dict(plan.decisions["q"].refusals)["own"]
+    want = np.round(np.maximum(X, 0) / 0.01) * np.float32(0.01)
+    np.testing.assert_allclose(compiled.run({"x": X})["y"], want, rtol=1e-6)

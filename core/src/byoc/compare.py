@@ -66,10 +66,21 @@ class CompareReport:
         ]
         return f"ran: {', '.join(shown)}; onnxruntime {counts.get(FALLBACK, 0)} nodes"
 
+    def partition_notes(self) -> list[tuple[str, str]]:
+        """``(partition, note)`` of each partition placement noted a precision for (bf16, or
+        its backend's own int8 arithmetic): its error against onnxruntime's on the measurement
+        inputs and the ``[compile] precision_tolerance`` it was held to, or why it was not."""
+        placement = getattr(self.plan, "placement", None)
+        if placement is None:
+            return []
+        found = [(p, placement.of(p)) for p in self.plan.partitions]
+        return [(p.name, m.precision_note) for p, m in found if m is not None and m.precision_note]
+
     def to_json(self) -> dict[str, Any]:
         return {
             "passed": self.passed,
             "ran": self.ran(),
+            "partition_notes": dict(self.partition_notes()),
             "rtol": self.rtol,
             "atol": self.atol,
             "hint": self.hint,
@@ -126,6 +137,15 @@ class CompareReport:
         if self.hint and not self.passed:
             lines.append(f"note: {self.hint}")
         lines.append(self.ran_line())
+        notes = self.partition_notes()
+        if notes:
+            lines.append("placement's check of each partition ([compile] precision_tolerance):")
+            lines.extend(f"  {name}: {note}" for name, note in notes)
+            if not self.passed:
+                lines.append(
+                    "  (held to that tolerance, not to [compare]'s: set [compare] rtol/atol "
+                    "to your accuracy budget)"
+                )
         return "\n".join(lines)
 
 

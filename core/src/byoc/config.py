@@ -169,6 +169,16 @@ BACKEND_KEYS: dict[str, Option] = {
         True,
         "false: keep partitions the backend's own cost model would send back to onnxruntime",
     ),
+    "int8": Option(
+        str,
+        "exact",
+        "exact: claim only the quantization ops the backend computes as onnxruntime does; own: "
+        "also those it quantizes with its own arithmetic (openvino's DynamicQuantizeLinear), "
+        "each partition holding a QuantizeLinear or DynamicQuantizeLinear kept only if its "
+        "outputs on the measurement inputs stay within [compile] precision_tolerance of "
+        "onnxruntime's (else its quantizers run on onnxruntime)",
+        ("exact", "own"),
+    ),
     # The one key every backend reads itself: byoc.load(path, threads=N), byoc batch's workers
     # and an InferenceSession's intra_op_num_threads set it for every backend alike.
     "threads": Option(
@@ -206,9 +216,10 @@ COMPILE_KEYS: dict[str, Option] = {
     "precision_tolerance": Option(
         float,
         0.01,
-        "the largest error a reduced-precision partition may make: of each output, the largest "
-        "difference from onnxruntime's fp32 result over its largest magnitude (integer outputs "
-        "must match exactly)",
+        "the largest error a partition computed otherwise than onnxruntime may make (in a "
+        "reduced precision, or quantizing with its backend's own arithmetic: [backend.<name>] "
+        "int8): of each output, the largest difference from onnxruntime's fp32 result over its "
+        "largest magnitude (integer outputs must match exactly)",
     ),
     "remeasure": Option(
         bool,

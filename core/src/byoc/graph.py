@@ -25,7 +25,7 @@ _NO_GAIN = frozenset(
     | {"Resize", "Slice", "Split", "Upsample"}
 )
 _FIRST_ONLY = frozenset({"Pad", "Resize", "Slice", "Split", "Upsample"})
-_QUANTIZERS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear"})  # output 0: integers
+QUANTIZERS = frozenset({"QuantizeLinear", "DynamicQuantizeLinear"})  # output 0: integers
 # Ops whose result is folded to a constant when every input is constant ("int8 behind Cast").
 _FOLDABLE = frozenset(
     {
@@ -455,7 +455,7 @@ class Graph:
         value, node = name, self._producer_node(name)
         while node is not None and node.op_type in MOVES and node.input:
             value, node = node.input[0], self._producer_node(node.input[0])
-        if node is not None and node.op_type in _QUANTIZERS and node.output[0] == value:
+        if node is not None and node.op_type in QUANTIZERS and node.output[0] == value:
             seen[name] = self._steps(node, seen)
             return seen[name]
         if node is None or node.op_type != "DequantizeLinear":

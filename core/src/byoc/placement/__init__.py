@@ -10,7 +10,9 @@ only loop that partitions again, hands it the next plan. For the plan it is give
 2. builds each backend partition and runs it once on them: one that fails, or (measured) whose
    outputs differ from onnxruntime's beyond ``[compare]`` rtol/atol plus twice what
    onnxruntime's own runs differ by (optimized against unoptimized, and a float16 model
-   against float32), goes back untimed;
+   against float32), goes back untimed; one that quantizes with its backend's own arithmetic
+   (``[backend.<name>] int8 = "own"``) may instead stay within ``[compile]
+   precision_tolerance``, in either placement, and if it fails only its quantizers go back;
 3. (``[compile] placement = "measured"``, the default) times each remaining partition against
    an onnxruntime session of the same partition model, interleaved after a warm-up, medians,
    with the fallback's thread settings and spinning off (how a multi-unit plan runs); a
@@ -53,7 +55,8 @@ this module is the facade that names what the rest of byoc uses:
 - ``timing``: timing statistics (``time_pair``, ``time_blocks``) and disturbed timings;
 - ``rules``: the rules, pure functions of measurements (``wins``, ``gains``, ...);
 - ``ledger``: one compile's shared facts (keys, cached verdicts, reference runs, memory);
-- ``check``: the per-partition check (steps 2 and 3: tolerance, precision, exact retry);
+- ``check``: the per-partition check (steps 2 and 3: tolerance, precision, own int8, exact
+  retry);
 - ``search``: the search (step 4b); ``whole``: the whole-model check (step 5);
 - ``placer``: the steps in order (``Placer``).
 """

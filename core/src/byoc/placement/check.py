@@ -3,7 +3,10 @@ failure, or (measured) a difference from onnxruntime beyond the tolerance, retur
 else (measured) its timing, cached, decides. ``[compile] precision``: the backend's
 reduced-precision options are tried first and kept if the outputs stay within
 ``precision_tolerance``. A backend's ``exact`` options are tried once where its outputs
-differed. ``verdict`` returns what it found and changes nothing it is given."""
+differed. ``[backend.<name>] int8 = "own"``: a partition holding a quantizer is kept if its
+outputs stay within ``precision_tolerance`` (or pass as an exact one's would); else its
+quantizers are vetoed alone, and the rest is partitioned again as the backend's exact int8.
+``verdict`` returns what it found and changes nothing it is given."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from typing import Any
 from byoc import host
 from byoc.compiled import results_of
 from byoc.errors import ByocError, ConfigError, NodesRefused
+from byoc.graph import QUANTIZERS
 from byoc.placement.ledger import Ledger, Trial
 from byoc.plan import Measurement, Partition
 from byoc.tolerance import compare_arrays, precision_error, within_spread
@@ -26,11 +30,14 @@ Made = tuple[Any, Any]  # a partition's artifact and runtime
 @dataclass(frozen=True)
 class Checked:
     """A partition's check: its verdict, the options it runs with (over its backend's table),
-    and what was made (None when it failed)."""
+    what was made (None when it failed), and, for a failure, the nodes its backend may no
+    longer claim (None: all of them; a partition quantizing with its backend's own
+    arithmetic: its quantizers alone)."""
 
     verdict: Measurement
     options: dict[str, Any]
     made: Made | None
+    vetoes: tuple[str, ...] | None = None
 
 
 def verdict(
@@ -40,10 +47,13 @@ def verdict(
     onnxruntime settings its references and timing run with); a failure (or, measured, a
     difference from onnxruntime) returns it untimed; else, measured, its timing (cached)
     decides. With ``[compile] precision``, the backend's reduced-precision options are tried
-    first and kept if the outputs stay within ``precision_tolerance``; else it runs in fp32."""
+    first and kept if the outputs stay within ``precision_tolerance``; else it runs in fp32.
+    A partition quantizing with its backend's own arithmetic (``own_int8``) is judged by
+    ``_own_int8``."""
     cfg = ledger.cfg
     precision, note = "fp32", ""
     made: Made | None = None
+    own = own_int8(ledger, unit)
     options = reduced(ledger, unit)
     wanted, tol = cfg.compile["precision"], cfg.compile["precision_tolerance"]
     if not options and wanted != "fp32" and host.cpu().has_bf16():
@@ -52,12 +62,16 @@ def verdict(
         made, failure, error = _try(ledger, unit, options, trial, fallback, exact=False)
         if failure is None and error <= tol:
             precision, note = wanted, f"in {wanted}: error {error:.2g} <= {tol:g}"
+            note += " (with own int8 arithmetic)" if own else ""
         else:
             why = failure or f"error {error:.2g} > [compile] precision_tolerance {tol:g}"
             note = f"in fp32: {wanted} {why}"
             options, made = {}, None
     failure, timed = None, key if precision == "fp32" else f"{key}-{precision}"
-    if made is None:
+    if made is None and own:  # its own arithmetic, or its quantizers go back: no exact retry
+        made, failure, precision, why = _own_int8(ledger, unit, options, trial, fallback)
+        note = "; ".join(filter(None, (note, why)))
+    elif made is None:
         made, failure, _ = _try(ledger, unit, options, trial, fallback, exact=True)
         if failure is not None and made is not None and ledger.reg.backends[unit.backend].exact:
             options, made, failure, why = _try_exact(
@@ -76,7 +90,43 @@ def verdict(
         if not m.cached and not m.disturbed:  # as timed: its precision is the verdict's
             ledger.cache.put(timed, m)
     m = replace(m, precision=precision, precision_note=note)
-    return Checked(m, dict(options), made if failure is None else None)
+    vetoes = own if failure is not None and own else None
+    return Checked(m, dict(options), made if failure is None else None, vetoes)
+
+
+def own_int8(ledger: Ledger, unit: Partition) -> tuple[str, ...]:
+    """The quantizers (QuantizeLinear, DynamicQuantizeLinear) of a partition whose backend's
+    table says ``int8 = "own"``: those it may compute with its own arithmetic; () otherwise."""
+    if ledger.tables[unit.backend].get("int8") != "own":
+        return ()
+    return tuple(n.name for n in unit.model.graph.node if n.op_type in QUANTIZERS)
+
+
+def _own_int8(
+    ledger: Ledger, unit: Partition, options: Mapping[str, Any], trial: Trial, fallback: Any
+) -> tuple[Made | None, str | None, str, str]:
+    """A partition that quantizes with its backend's own arithmetic, compiled and run once on
+    the measurement inputs, in either placement: what was made, why it is not kept (None: it
+    is), the precision it is kept in and the note that shows its error. Kept as ``int8`` when
+    its ``precision_error`` is within ``[compile] precision_tolerance`` (the model is then held
+    to nothing stricter, as with bf16); else kept as ``fp32`` when it passes as an exact
+    partition would (``differs``: [compare]'s tolerance, onnxruntime's spread, rounding ties)."""
+    tol = ledger.cfg.compile["precision_tolerance"]
+    made, failure = _compile(ledger, unit, options, strict=True)
+    if made is None:
+        return None, failure, "fp32", ""
+    try:
+        got = results_of(unit, made[1].run(list(trial.args)))
+    except Exception as exc:
+        return None, f"failed on the measurement inputs ({type(exc).__name__}: {exc})", "fp32", ""
+    error = precision_error(got, trial.outputs)
+    shown = f"own int8 arithmetic: error {error:.2g}"
+    if error <= tol:
+        return made, None, "int8", f"{shown} <= {tol:g}"
+    references = lambda: ledger.references(unit, trial.args, fallback)  # noqa: E731
+    if differs(ledger.cfg.compare, unit, got, trial.outputs, references) is None:
+        return made, None, "fp32", f"{shown} > {tol:g}, but within [compare]'s tolerance"
+    return None, f"{shown} > [compile] precision_tolerance {tol:g}", "fp32", ""
 
 
 def _try_exact(
@@ -111,15 +161,9 @@ def _try(
     """Compile the partition with ``options`` over its backend's table and run it once: what
     was made, why it is not to be trusted (``_run_once``; for a reduced precision, only a
     failure), and (for a reduced precision) its ``precision_error``."""
-    table = {**ledger.tables[unit.backend], **options}
-    try:
-        made = compile_unit(ledger.reg, unit.backend, unit, table)
-    except (NodesRefused, ConfigError):
-        raise
-    except ByocError as exc:
-        if exact and ledger.cfg.backends is not None:  # named in `backends`: it must work
-            raise
-        return None, f"failed to compile ({exc})", math.inf
+    made, failure = _compile(ledger, unit, options, strict=exact)
+    if made is None:
+        return None, failure, math.inf
     if exact:
         return made, _run_once(ledger, unit, made[1], trial, fallback), 0.0
     try:
@@ -127,6 +171,22 @@ def _try(
         return made, None, precision_error(got, trial.outputs)
     except Exception as exc:
         return made, f"failed ({type(exc).__name__}: {exc})", math.inf
+
+
+def _compile(
+    ledger: Ledger, unit: Partition, options: Mapping[str, Any], *, strict: bool
+) -> tuple[Made | None, str | None]:
+    """The partition compiled with ``options`` over its backend's table, or why it failed
+    (``strict``: a backend named in ``backends`` must compile it, its failure raises)."""
+    table = {**ledger.tables[unit.backend], **options}
+    try:
+        return compile_unit(ledger.reg, unit.backend, unit, table), None
+    except (NodesRefused, ConfigError):
+        raise
+    except ByocError as exc:
+        if strict and ledger.cfg.backends is not None:  # named in `backends`: it must work
+            raise
+        return None, f"failed to compile ({exc})"
 
 
 def reduced(ledger: Ledger, unit: Partition) -> dict[str, Any]:

@@ -66,6 +66,7 @@ class Placer:
         self.slower: dict[str, set[str]] = {}  # node -> backends a partition of it lost on
         self.verdicts: dict[str, Measurement] = {}  # by key: each partition once, first verdict
         self.options: dict[str, dict[str, Any]] = {}  # by key: the options it runs with
+        self.narrow: dict[str, tuple[str, ...]] = {}  # by key: a failure that vetoes these alone
         self.shown: dict[str, Measurement] = {}  # a cached search's candidates, for explain
         self.feeds: dict[str, Any] | None = None  # the measurement inputs, once decided
         self._feeds: dict[str, Any] = {}
@@ -167,11 +168,13 @@ class Placer:
 
     def _check(self, plan: Plan) -> Plan | Repartition:
         """Try (and time) every partition of ``plan`` not checked yet; veto, for its backend,
-        the nodes of every partition that lost. Each round vetoes a backend on nodes it
-        claimed, so there are at most as many rounds as nodes times backends. A round that
-        vetoes nothing new of the model's nodes cannot change the plan, and would repeat for
-        ever: that (a bug, or a verdict about other nodes, which ``read_entry`` keeps out of
-        the cache) ends placement with ``Unsettled``, as does reaching the bound."""
+        the nodes of every partition that lost (of one that quantized with its backend's own
+        arithmetic and failed: its quantizers alone, ``Checked.vetoes``). Each round vetoes a
+        backend on nodes it claimed, so there are at most as many rounds as nodes times
+        backends. A round that vetoes nothing new of the model's nodes cannot change the plan,
+        and would repeat for ever: that (a bug, or a verdict about other nodes, which
+        ``read_entry`` keeps out of the cache) ends placement with ``Unsettled``, as does
+        reaching the bound."""
         ledger = self.ledger
         bound = len(ledger.read.decisions) * max(1, len(ledger.tables)) + 1
         if self.rounds == bound:
@@ -182,7 +185,7 @@ class Placer:
         self.plans_checked += 1
         fallback = ledger.quiet_fallback(plan)
         trials = ledger.reference(self._feeds, plan, fallback)
-        round_: list[Measurement] = []
+        round_: list[tuple[str, Measurement]] = []
         for i, unit in enumerate(plan.partitions, start=1):
             key = ledger.key(unit)
             ledger.trials[key] = trials[unit.name]
@@ -193,27 +196,30 @@ class Placer:
                 checked = check.verdict(ledger, unit, key, trials[unit.name], fallback)
                 self.verdicts[key] = dataclasses.replace(checked.verdict, partition=label)
                 self.options[key] = checked.options
+                if checked.vetoes is not None:
+                    self.narrow[key] = checked.vetoes
                 if checked.made is not None:
                     ledger.built[key] = checked.made
                 ledger.enough_memory(f"checking {label}")
-            round_.append(self.verdicts[key])
+            round_.append((key, self.verdicts[key]))
             if not self.verdicts[key].kept:  # nothing builds or times it: its weights go now
                 ledger.built.pop(key, None)
                 ledger.trials.pop(key, None)
-        losers = [m for m in round_ if not m.kept]
+        losers = [(key, m) for key, m in round_ if not m.kept]
         if not losers:
             return self._settled()
         vetoes = {node: dict(by) for node, by in self.vetoes.items()}
-        for m in losers:
-            for node in m.nodes:
+        for key, m in losers:
+            for node in self.narrow.get(key, m.nodes):
                 if node not in ledger.read.decisions:  # a verdict about other nodes: a bug
                     continue
                 vetoes.setdefault(node, {})[m.backend] = m.summary()
                 if m.failure is None:
                     self.slower.setdefault(node, set()).add(m.backend)
         if sum(map(len, vetoes.values())) == sum(map(len, self.vetoes.values())):
+            first = losers[0][1]
             raise Unsettled(
-                f"{losers[0].partition} ({losers[0].backend}) lost on nodes its backend "
+                f"{first.partition} ({first.backend}) lost on nodes its backend "
                 "may not claim already, so partitioning again cannot change the plan"
             )
         return self._again(vetoes, self._round)

@@ -356,7 +356,8 @@ class Search:
         for m in ms:
             unit, key = made.get(id(m), (None, ""))
             runtime, trial = self.ledger.built.get(key), trials.get(key)
-            if unit is None or runtime is None or trial is None or m.precision != "fp32":
+            reduced = m.precision not in ("fp32", "int8")  # timed under another key
+            if unit is None or runtime is None or trial is None or reduced:
                 continue
             timed = self.ledger.time_unit(
                 unit, runtime[1], trial, self.fallback, budget=4.0, pairs=60

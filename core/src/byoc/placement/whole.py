@@ -73,8 +73,9 @@ def measure(
 
 
 def _reduced_precision(ledger: Ledger, plan: Plan, verdicts: Mapping[str, Measurement]) -> bool:
-    """Whether a partition runs in a reduced precision: its outputs were held to
-    ``[compile] precision_tolerance``, not to [compare]'s, so the model's are too."""
+    """Whether a partition runs in a reduced precision or quantizes with its backend's own
+    arithmetic (``int8``): its outputs were held to ``[compile] precision_tolerance``, not to
+    [compare]'s, so the model's are too."""
     found = (verdicts.get(ledger.key(u)) for u in plan.partitions)
     return any(m is not None and m.precision != "fp32" for m in found)
 
