@@ -1,7 +1,8 @@
 """Which nodes the openvino backend claims, and why not the others.
 
 A node is claimed when no rule refuses it (``rules``: what OpenVINO's CPU plugin would compute
-otherwise than onnxruntime, which its own answer does not say) and OpenVINO says its CPU
+otherwise than onnxruntime, which its own answer does not say; with ``int8 = "own"`` not those
+about its own quantization arithmetic) and OpenVINO says its CPU
 plugin supports it (``query``: the whole graph asked once and traced back to its nodes, the
 rest node by node). The op types offered are those OpenVINO's ONNX frontend converts, less
 random and sequence ops, that byoc's conformance suite can check.
@@ -51,10 +52,11 @@ def facts(graph: Any, tried: bool = True) -> Facts:
         return _facts[graph]
 
 
-def check(node: NodeView, tried: bool = True) -> str | None:
-    """None when OpenVINO's CPU plugin runs the node as onnxruntime would, else why not."""
+def check(node: NodeView, tried: bool = True, own_int8: bool = False) -> str | None:
+    """None when OpenVINO's CPU plugin runs the node as onnxruntime would (``own_int8``: or
+    quantizes it with its own arithmetic), else why not."""
     found = facts(node.graph, tried)
-    return rules.reason(node, found.widths) or found.support.reason(node)
+    return rules.reason(node, found.widths, own_int8) or found.support.reason(node)
 
 
 def checks(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -65,4 +67,5 @@ def checks(config: Mapping[str, Any]) -> dict[str, Any]:
 
     claimable = (query.convertible_op_types() - _NEVER) & set(OP_CASES)
     tried = bool(config.get("trial", True))
-    return dict.fromkeys(sorted(claimable), partial(check, tried=tried))
+    own = config.get("int8", "exact") == "own"
+    return dict.fromkeys(sorted(claimable), partial(check, tried=tried, own_int8=own))

@@ -12,8 +12,9 @@ one module per family:
   it does not take, non-static shapes, empty tensors, integers past 2**24 (``widths``).
 
 ``reason`` tries the rules in ``RULES`` order (the families in that order, each in its own):
-the first that refuses a node gives its reason. OpenVINO 2026.4; byoc's conformance suite
-found most of them.
+the first that refuses a node gives its reason; with ``own_int8`` (``[backend.openvino] int8
+= "own"``) the rules about OpenVINO's own quantization arithmetic (``Rule.own_int8``) refuse
+nothing. OpenVINO 2026.4; byoc's conformance suite found most of them.
 """
 
 from __future__ import annotations
@@ -29,9 +30,12 @@ __all__ = ["INT_LIMIT", "RULES", "Rule", "Widths", "reason"]
 RULES: tuple[Rule, ...] = (*ops.RULES, *fusions.RULES, *values.RULES)
 
 
-def reason(node: NodeView, widths: Widths) -> str | None:
-    """Why the CPU plugin would compute this node otherwise than onnxruntime, or None."""
+def reason(node: NodeView, widths: Widths, own_int8: bool = False) -> str | None:
+    """Why the CPU plugin would compute this node otherwise than onnxruntime, or None
+    (``own_int8``: its own quantization arithmetic is accepted)."""
     for rule in RULES:
+        if own_int8 and rule.own_int8:
+            continue
         found = rule.refusal(node, widths)
         if found:
             return found

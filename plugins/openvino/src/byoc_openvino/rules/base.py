@@ -17,11 +17,15 @@ class Rule:
     """``ops``: the op types the rule concerns (None: every op). ``check(node, widths)``: false
     where the node is fine, else true or a mapping of the fields ``reason`` names. ``reason``:
     why the node stays on onnxruntime, formatted with ``node``, ``device`` (OpenVINO's device)
-    and the check's fields."""
+    and the check's fields. ``own_int8``: the node quantizes with OpenVINO's own arithmetic (a
+    step otherwise than onnxruntime at rounding ties), which ``[backend.openvino] int8 =
+    "own"`` accepts: byoc's placement then holds its partition to ``[compile]
+    precision_tolerance``."""
 
     ops: Collection[str] | None
     check: Callable[[NodeView, Widths], Any]
     reason: str
+    own_int8: bool = False
 
     def refusal(self, node: NodeView, widths: Widths) -> str | None:
         if self.ops is not None and node.op_type not in self.ops:

@@ -167,7 +167,15 @@ RULES = (
         lambda node, _: not fake_quantize(node),
         "OpenVINO {device}'s QuantizeLinear adds the zero point before it rounds, in float32: "
         "x / scale = 10.500001 with zero point 128 becomes 138.5 and rounds to even, a step "
-        "below onnxruntime's (a QDQ MnasNet 20 output steps off, OpenVINO 2026.4)",
+        "below onnxruntime's (a QDQ MnasNet 20 output steps off, OpenVINO 2026.4; "
+        '[backend.openvino] int8 = "own" accepts it, guarded)',
+        own_int8=True,
+    ),
+    Rule(
+        {"QuantizeLinear"},
+        lambda node, _: _requantized_concat(node.graph, node.inputs[0]),
+        "a QuantizeLinear of a Concat's quantized and dequantized values: OpenVINO 2026.4 "
+        "crashes the process compiling it (a segfault)",
     ),
     Rule(
         {"QLinearConv"},
@@ -183,7 +191,8 @@ RULES = (
         "OpenVINO {device}'s DynamicQuantizeLinear computes its scale as (max - min) * "
         "(1 / 255), an ulp off onnxruntime's (max - min) / 255, which moves values across a "
         "rounding step (a T5 encoder quantized with quantize_dynamic: 0.022 off onnxruntime, "
-        "OpenVINO 2026.4)",
+        'OpenVINO 2026.4; [backend.openvino] int8 = "own" accepts it, guarded)',
+        own_int8=True,
     ),
     Rule(
         {"Softmax", "LogSoftmax", "Hardmax"},
