@@ -17,6 +17,9 @@ folded into the convolutions), for bench/zoo_models.py.
   (``GlobalAveragePool -> 1x1 conv -> ReLU -> 1x1 conv -> HardSigmoid -> Mul``), a 1x1
   project conv and a residual ``Add`` where the shape allows; a 1x1 head conv, pooling and two
   ``Gemm`` (1280, 1000 classes). Batch 1.
+* ``trees``: a gradient-boosted tree ensemble as skl2onnx writes a regressor
+  (``ai.onnx.ml.TreeEnsembleRegressor``): 32 trees of depth 4 on 16 features, one row. A
+  microsecond model: byoc's own cost per call is most of what it could add.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ BLOCKS = (
 STEM = 16
 HEAD = (672, 1280, 1000)  # head conv channels, hidden features, classes
 IMAGE = 224
+FEATURES, TREES, DEPTH = 16, 32, 4  # the tree ensemble
 
 
 def shapes(name: str) -> dict[str, list[int]]:
@@ -56,7 +60,9 @@ def shapes(name: str) -> dict[str, list[int]]:
         return found | {f"sparse_{i}": [BATCH, bag] for i, bag in enumerate(BAGS)}
     if name == "mbconv-se":
         return {"image": [1, 3, IMAGE, IMAGE]}
-    raise ValueError(f"no built model {name!r}: 'dlrm' or 'mbconv-se'")
+    if name == "trees":
+        return {"features": [1, FEATURES]}
+    raise ValueError(f"no built model {name!r}: 'dlrm', 'mbconv-se' or 'trees'")
 
 
 class _Graph:
@@ -198,7 +204,63 @@ def mbconv_se(seed: int = 0) -> Any:
     return g.model("mbconv-se", inputs, out)
 
 
+def trees(seed: int = 0) -> Any:
+    """``TREES`` full binary trees of ``DEPTH`` splits on random features and thresholds, each
+    leaf a random weight, summed (``aggregate_function="SUM"``) into one target."""
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(seed)
+    tree_ids, node_ids, features, values, modes, true_ids, false_ids = ([] for _ in range(7))
+    targets: dict[str, list[Any]] = {k: [] for k in ("tree", "node", "id", "weight")}
+    inner = 2**DEPTH - 1
+    for tree in range(TREES):
+        for n in range(2 * inner + 1):  # heap order: node n's children are 2n+1 and 2n+2
+            tree_ids.append(tree)
+            node_ids.append(n)
+            leaf = n >= inner
+            features.append(0 if leaf else int(rng.integers(FEATURES)))
+            values.append(0.0 if leaf else float(rng.standard_normal()))
+            modes.append("LEAF" if leaf else "BRANCH_LEQ")
+            true_ids.append(0 if leaf else 2 * n + 1)
+            false_ids.append(0 if leaf else 2 * n + 2)
+            if leaf:
+                targets["tree"].append(tree)
+                targets["node"].append(n)
+                targets["id"].append(0)
+                targets["weight"].append(float(rng.standard_normal() * 0.1))
+    node = helper.make_node(
+        "TreeEnsembleRegressor",
+        ["features"],
+        ["score"],
+        domain="ai.onnx.ml",
+        n_targets=1,
+        aggregate_function="SUM",
+        nodes_treeids=tree_ids,
+        nodes_nodeids=node_ids,
+        nodes_featureids=features,
+        nodes_values=values,
+        nodes_modes=modes,
+        nodes_truenodeids=true_ids,
+        nodes_falsenodeids=false_ids,
+        nodes_missing_value_tracks_true=[0] * len(tree_ids),
+        nodes_hitrates=[1.0] * len(tree_ids),
+        target_treeids=targets["tree"],
+        target_nodeids=targets["node"],
+        target_ids=targets["id"],
+        target_weights=targets["weight"],
+        post_transform="NONE",
+    )
+    graph = helper.make_graph(
+        [node],
+        "trees",
+        [helper.make_tensor_value_info("features", TensorProto.FLOAT, [1, FEATURES])],
+        [helper.make_tensor_value_info("score", TensorProto.FLOAT, [1, 1])],
+    )
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)]
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
 def build(name: str, seed: int = 0) -> Any:
-    """``dlrm`` or ``mbconv-se`` by name."""
+    """``dlrm``, ``mbconv-se`` or ``trees`` by name."""
     shapes(name)  # the name check
-    return dlrm(seed) if name == "dlrm" else mbconv_se(seed)
+    return {"dlrm": dlrm, "mbconv-se": mbconv_se, "trees": trees}[name](seed)

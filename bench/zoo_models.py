@@ -466,6 +466,8 @@ BUILT_KINDS = {
     f"64), bottom and top MLPs, pairwise interaction (batched MatMul), batch {built_models.BATCH}",
     "mbconv-se": "MobileNetV3/EfficientNet-style net: 8 inverted residual blocks (1x1 expand, "
     "3x3 depthwise, ReLU/HardSwish/SiLU, squeeze-excite, 1x1 project, residual), 224x224",
+    "trees": f"gradient-boosted trees (TreeEnsembleRegressor): {built_models.TREES} trees of depth "
+    f"{built_models.DEPTH} on {built_models.FEATURES} features, one row: a microsecond model",
 }
 
 

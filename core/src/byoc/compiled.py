@@ -9,7 +9,7 @@ import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import onnx
@@ -25,27 +25,35 @@ from byoc.plugins import Registry
 from byoc.shapes import Specializations
 from byoc.units import compile_unit
 
+Direct = Callable[[Any], dict[str, np.ndarray] | None]
 
-class _Direct(NamedTuple):
-    """One onnxruntime session that runs the whole model, called natively (see raw_run)."""
 
-    inputs: dict[str, tuple[int, ...] | None]  # every input, and its shape when fully static
-    outputs: list[str]
-    run: Callable[[list[str], Mapping[str, Any], None], Any]
+def _direct(
+    shapes: dict[str, tuple[int, ...] | None], outputs: list[str], run: Callable[..., Any]
+) -> Direct:
+    """One onnxruntime session that runs the whole model, called natively (see raw_run): the
+    outputs by name, or None for the checked path. It takes numpy arrays in native byte order
+    for exactly the model's inputs, of the shapes ``[shapes]`` fixed, as the checked path
+    wants them: other shapes run on a variant (``Specializations``), where shape computations
+    are folded for them; onnxruntime's C++ checks each input's dtype and shape itself. Its
+    checks are inlined: on a 6 us tree ensemble, a method per check cost 1 us a call."""
+    items, names, ndarray = tuple(shapes.items()), shapes.keys(), np.ndarray
 
-    def accepts(self, inputs: Any) -> bool:
-        """Numpy arrays in native byte order for exactly the model's inputs, of the shapes
-        ``[shapes]`` fixed, as the checked path wants them: other shapes run on a variant
-        (``Specializations``), where shape computations are folded for them."""
-        if not isinstance(inputs, dict) or inputs.keys() != self.inputs.keys():
-            return False
-        for name, shape in self.inputs.items():
+    def direct(inputs: Any) -> dict[str, np.ndarray] | None:
+        if type(inputs) is not dict or inputs.keys() != names:
+            return None
+        for name, shape in items:
             value = inputs[name]
-            if type(value) is not np.ndarray or not value.dtype.isnative:
-                return False
+            if type(value) is not ndarray or not value.dtype.isnative:
+                return None
             if shape is not None and value.shape != shape:
-                return False
-        return True
+                return None
+        try:
+            return dict(zip(outputs, run(outputs, inputs, None), strict=True))
+        except Exception:
+            return None  # the checked path says what is wrong with the inputs, or fails the same
+
+    return direct
 
 
 def _exact(signature: dict[str, tuple[np.dtype[Any], tuple[int, ...]]] | None, inputs: Any) -> bool:
@@ -183,16 +191,13 @@ class CompiledModel:
         but fit its declared symbolic dims are run on a variant compiled for them, once.
         """
         direct = self._direct
-        if direct is not None and direct.accepts(inputs):
-            try:  # onnxruntime's C++ checks each input's dtype and shape itself (raw_run)
-                return dict(
-                    zip(direct.outputs, direct.run(direct.outputs, inputs, None), strict=True)
-                )
-            except Exception:
-                pass  # the checked path says what is wrong with the inputs, or fails the same
+        if direct is not None:
+            found = direct(inputs)
+            if found is not None:
+                return found
         return self._run(inputs, None)
 
-    def _one_session(self) -> _Direct | None:
+    def _one_session(self) -> Direct | None:
         """How to call onnxruntime directly when one session runs the whole model."""
         if len(self.steps) != 1 or self._constants:
             return None
@@ -202,7 +207,7 @@ class CompiledModel:
         if set(unit.inputs) != set(self.inputs) or set(unit.outputs) != set(self.outputs):
             return None
         shapes = {n: _static_shape(t) for n, t in self.inputs.items()}
-        return _Direct(shapes, list(unit.outputs), raw_run(session))
+        return _direct(shapes, list(unit.outputs), raw_run(session))
 
     def profile(
         self, inputs: Mapping[str, Any]
