@@ -1455,7 +1455,7 @@ def test_verdicts_name_units_of_the_final_plan_only(install, fake_clock, tmp_pat
     verdicts = [line.split(" (")[0].strip() for line in out.splitlines() if " nodes): " in line]
     assert verdicts == ["round1/first_0", "round1/second_0", "second_0"]
     assert out.splitlines()[2].split()[:3] == ["second_0", "second", "2"]  # the table's unit
-    assert "second_0 (2 nodes): kept" in out and "round1/second_0 (1 nodes): returned" in out
+    assert "second_0 (2 nodes): kept" in out and "round1/second_0 (1 node): returned" in out
     assert main(["partition", str(path), "-c", str(cfg), "--json"]) == 0
     plan = json.loads(capsys.readouterr().out)
     (unit,) = plan["partitions"]

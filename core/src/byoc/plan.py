@@ -363,7 +363,8 @@ class Plan:
             top = {id(m) for m in weight[:PLACEMENT_LINES]}
             shown = [m for m in shown if id(m) in top]
         for m in shown:
-            lines.append(f"  {m.partition} ({self.work(m.nodes)} nodes): {m.summary()}")
+            work = self.work(m.nodes)
+            lines.append(f"  {m.partition} ({work} node{'' if work == 1 else 's'}): {m.summary()}")
         if len(shown) < len(p.measurements):
             lines.append(
                 f"  ... {len(p.measurements) - len(shown)} more verdict(s) on smaller time "
