@@ -25,7 +25,8 @@ times ``--passes`` passes: the steady state is their median. Plans are kept in b
 dir, so rounds after the first start warm, as an app's next process does. Outputs of the last
 pass are compared (``[compare]`` default tolerances). Printed: per app, the medians over rounds of
 start-up (seconds, and byoc's extra), first call and steady state (ms), their byoc/ort ratios,
-whether outputs match, and which signatures byoc planned on a backend.
+whether outputs match, which signatures byoc planned on a backend, and in how many rounds a
+plan was still compiling or checked when ``--settle`` ran out (its steady state then says little).
 """
 
 from __future__ import annotations
@@ -121,7 +122,9 @@ def child(app: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
     for _ in range(args.warm):
         one_pass()
     planned: list[str] = []
+    unsettled = 0  # byoc: passes it took past --settle with plans still compiling or checked
     if mode == "byoc":  # warm: pass and wait until no plan is compiling or being checked
+        unsettled = 1
         for _ in range(args.settle):
             before = [s.plans() for s in sessions.values()]
             for s in sessions.values():
@@ -130,6 +133,7 @@ def child(app: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
             after = [s.plans() for s in sessions.values()]
             busy = {"compiling", "checking"} & {v for p in after for v in p.values()}
             if after == before and not busy:
+                unsettled = 0
                 break
         for model, s in sessions.items():
             planned += [f"{model} {list(sig)}" for sig, how in s.plans().items() if how == "byoc"]
@@ -145,6 +149,7 @@ def child(app: str, mode: str, args: argparse.Namespace) -> dict[str, Any]:
         "first": first,
         "steady": statistics.median(times),
         "planned": planned,
+        "unsettled": unsettled,
     }
 
 
@@ -206,6 +211,12 @@ def main() -> None:
         )
         planned = sorted({p for r in results["byoc"] for p in r["planned"]})
         print(f"       byoc plans on a backend: {'; '.join(planned) or 'none'}")
+        unsettled = sum(r["unsettled"] for r in results["byoc"])
+        if unsettled:  # its steady state then holds checks' calls or a compile beside them
+            print(
+                f"       unsettled: in {unsettled} of {len(results['byoc'])} rounds a plan was "
+                f"still compiling or checked after --settle {args.settle} passes"
+            )
         if args.why:  # what each signature's compile and check decided, in every round
             print("\n".join(f"       {line}" for line in why))
 
