@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -1452,7 +1453,8 @@ def test_verdicts_name_units_of_the_final_plan_only(install, fake_clock, tmp_pat
     cfg.write_text('backends = ["first", "second"]\n[compile]\nplacement = "measured"\n')
     assert main(["partition", str(path), "-c", str(cfg), "-v"]) == 0
     out = capsys.readouterr().out
-    verdicts = [line.split(" (")[0].strip() for line in out.splitlines() if " nodes): " in line]
+    lines = [ln for ln in out.splitlines() if re.search(r" nodes?\): ", ln)]
+    verdicts = [ln.split(" (")[0].strip() for ln in lines]
     assert verdicts == ["round1/first_0", "round1/second_0", "second_0"]
     assert out.splitlines()[2].split()[:3] == ["second_0", "second", "2"]  # the table's unit
     assert "second_0 (2 nodes): kept" in out and "round1/second_0 (1 node): returned" in out
