@@ -106,9 +106,11 @@ def partition(
     if len(units) == 1 and units[0].backend == FALLBACK:
         as_read(units[0], source)
     rewriters = {a.name for a in active if a.backend.optimizes_graphs}
+    reads: list[list[str]] = []  # per node of the model as read, once for every partition
     for unit in units:
         if unit.backend in rewriters:
-            as_original(unit, source, graph)
+            reads = reads or [[*n.input, *subgraph_reads(n)] for n in source.graph.node]
+            as_original(unit, source, graph, reads)
     plan = _plan(state, units, skipped, cfg)
     plan.source, plan.graph = source, graph
     graph.drop_weights()  # the plan is kept while backends copy its partitions' weights
@@ -175,22 +177,25 @@ def as_read(unit: Partition, source: onnx.ModelProto) -> None:
     unit.outputs = outputs
 
 
-def as_original(unit: Partition, source: onnx.ModelProto, graph: Graph) -> None:
+def as_original(
+    unit: Partition, source: onnx.ModelProto, graph: Graph, reads: list[list[str]]
+) -> None:
     """Give a partition of a backend that optimizes graphs itself (``optimizes_graphs``) as
     the model's own nodes between the partition's inputs and outputs: names as read, and the
     shape computations byoc folded, which such a backend's fusions look for (OpenVINO ran
     byoc's folded Llama decode step 1.48x slower than the model as read). The inputs keep the
     partition's static types. A value computed from a model input the partition does not read,
     or by a node another unit runs, is the constant byoc folded it to; where byoc folded none,
-    the partition stays in byoc's form."""
+    the partition stays in byoc's form. ``reads``: what each node of ``source`` reads,
+    subgraphs' outer values included."""
     weights = {t.name: t for t in source.graph.initializer}
     producer = {o: i for i, n in enumerate(source.graph.node) for o in n.output if o}
     given, nodes = set(unit.inputs), set(unit.nodes)
     foreign = {v.name for v in source.graph.input} - given - weights.keys()
-    for n in source.graph.node:  # in order: values computed from what the unit lacks
-        at = graph.index.get(n.name)
+    for n, read in zip(source.graph.node, reads, strict=True):  # in order: values computed
+        at = graph.index.get(n.name)  # from what the unit lacks
         elsewhere = at is not None and n.name not in nodes and at not in graph.const_nodes
-        if elsewhere or any(i in foreign for i in [*n.input, *subgraph_reads(n)]):
+        if elsewhere or any(i in foreign for i in read):
             foreign.update(o for o in n.output if o and o not in given)
     taken: set[int] = set()
     tensors: dict[str, onnx.TensorProto] = {}
@@ -209,8 +214,7 @@ def as_original(unit: Partition, source: onnx.ModelProto, graph: Graph) -> None:
             tensors[name] = numpy_helper.from_array(value, name)
         elif index not in taken:
             taken.add(index)
-            node = source.graph.node[index]
-            stack.extend([*node.input, *subgraph_reads(node)])
+            stack.extend(reads[index])
     model = onnx.ModelProto(ir_version=unit.model.ir_version)
     model.opset_import.extend(unit.model.opset_import)
     model.functions.extend(unit.model.functions)
