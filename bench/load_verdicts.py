@@ -3,12 +3,15 @@
     .venv/bin/python bench/load_verdicts.py                      # the default models
     .venv/bin/python bench/load_verdicts.py --models P1,P3,yolox-det
 
-Each model of the zoo (``bench/zoo_models.py``) is compiled with the default config twice, each
-time into a fresh measurement cache: on the machine as it is ("quiet"), then with one process
-spinning per CPU this process may run on ("loaded": the load of a busy laptop or CI runner).
-Printed per model: the backends each compile kept, the whole-model check's verdict, whether
-the two agree, and how many timings other processes disturbed; then the share of models whose
-kept backends agree. A compile runs in this process; the spinners are separate processes.
+Each model of the zoo (``bench/zoo_models.py``) is compiled with the default config three
+times: on the machine as it is ("quiet", into a fresh measurement cache), then with one process
+spinning per CPU this process may run on (the load of a busy laptop or CI runner), once into a
+fresh cache ("loaded") and once reading the quiet compile's cache ("loaded, cached": a machine
+that was quiet when it first compiled the model).
+Printed per model: the backends each compile kept, the whole-model check's verdict (``1t``:
+timed on one thread in CPU time), how many timings other processes disturbed and how many
+were then timed on one thread; then the share of models whose kept backends agree with the
+quiet compile's. A compile runs in this process; the spinners are separate processes.
 
 Seen on an AMD EPYC Zen 3 (2 CPUs, AVX2), the default models: 3 of 8 agree. Loaded, every
 timing is disturbed and no evidence, so every model runs as plain onnxruntime (5 kept dnnl on
@@ -68,8 +71,9 @@ def verdicts(model: Any) -> dict[str, Any]:
         "whole": "-"
         if whole is None
         else ("kept" if whole.kept else "onnxruntime")
-        + (" (disturbed)" if whole.disturbed else ""),
+        + (" (disturbed)" if whole.disturbed else " (1t)" if whole.clock == "cpu" else ""),
         "disturbed": sum(m.disturbed for m in measured),
+        "one_thread": sum(m.clock == "cpu" for m in measured),
         "timed": len(measured),
     }
 
@@ -84,24 +88,30 @@ def main() -> None:
     print_machine()
     models = [zoo()[name] for name in args.models.split(",")]
     results: dict[str, dict[str, Any]] = {}
-    for phase in ("quiet", "loaded"):
-        with tempfile.TemporaryDirectory() as root:
-            cache.cache_root = lambda root=root: Path(root)  # a fresh measurement cache
-            with spinning() if phase == "loaded" else contextlib.nullcontext():
+    phases = ("quiet", "loaded", "loaded, cached")
+    with tempfile.TemporaryDirectory() as quiet, tempfile.TemporaryDirectory() as loaded:
+        for phase, root in zip(phases, (quiet, loaded, quiet), strict=True):
+            cache.cache_root = lambda root=root: Path(root)  # type: ignore[misc]
+            with spinning() if phase != "quiet" else contextlib.nullcontext():
                 for m in models:
                     started = time.perf_counter()
                     results.setdefault(m.name, {})[phase] = verdicts(m)
                     seconds = time.perf_counter() - started
-                    print(f"  {phase:6s} {m.name}: {results[m.name][phase]} ({seconds:.0f} s)")
-    print(f"\n{'model':20s} {'quiet: kept / whole':34s} {'loaded: kept / whole':40s} same")
-    same = 0
+                    print(f"  {phase:14s} {m.name}: {results[m.name][phase]} ({seconds:.0f} s)")
+    print(f"\n{'model':20s} " + " ".join(f"{p + ': kept / whole':36s}" for p in phases))
+    same = dict.fromkeys(phases[1:], 0)
     for name, r in results.items():
-        q, lo = r["quiet"], r["loaded"]
-        agree = q["kept"] == lo["kept"]
-        same += agree
-        cells = [f"{','.join(x['kept']) or 'onnxruntime'} / {x['whole']}" for x in (q, lo)]
-        print(f"{name:20s} {cells[0]:34s} {cells[1]:40s} {'yes' if agree else 'NO'}")
-    print(f"kept backends agree on {same} of {len(results)} models ({same / len(results):.0%})")
+        cells = [f"{','.join(r[p]['kept']) or 'onnxruntime'} / {r[p]['whole']}" for p in phases]
+        marks = []
+        for p in phases[1:]:
+            agree = r[p]["kept"] == r["quiet"]["kept"]
+            same[p] += agree
+            marks.append("" if agree else " (differs)")
+        rest = [f"{c + mark:36s}" for c, mark in zip(cells[1:], marks, strict=True)]
+        print(f"{name:20s} {cells[0]:36s} " + " ".join(rest))
+    for p, n in same.items():
+        share = n / len(results)
+        print(f"{p}: kept backends agree with quiet on {n} of {len(results)} ({share:.0%})")
 
 
 if __name__ == "__main__":

@@ -101,14 +101,21 @@ def fake_clock(monkeypatch):
     compiled model ``clock["byoc"]`` ms against 1 ms for plain onnxruntime, the interval of its
     ratio ``clock["interval"]`` (default: the ratio itself); the search's plan against the
     priority plan, end to end, ``clock["plans"]`` (default: a tie); the share of the CPUs other
-    processes took, timing by timing, ``clock["others"]`` (then none). Both still run."""
+    processes took, timing by timing, ``clock["others"]`` (then none); timed on one thread (in
+    CPU time), the same. Both still run."""
     clock = {"byoc": 0.5, "call": 0.0, "interval": None, "plans": (0.95, 1.05), "others": []}
 
     def others():
         return clock["others"].pop(0) if clock["others"] else None
 
-    def time_pair(first, second, args, threshold=None, **_):
+    def time_pair(first, second, args, threshold=None, on_one_thread=False, **_):
         first(args), second(args)
+        kind = "cpu" if on_one_thread else "wall"
+        if not hasattr(first, "__self__") and not args:  # two plans, on one thread
+            return placement.Timing(1.0, 1.0, clock["plans"], 8, others(), kind)
+        if not hasattr(first, "__self__"):  # the whole model, on one thread (whole._alone)
+            byoc = clock["byoc"]() if callable(clock["byoc"]) else clock["byoc"]
+            return placement.Timing(byoc, 1.0, clock["interval"] or (byoc, byoc), 8, others(), kind)
         ms = first.__self__.fake_ms
         if hasattr(second.__self__, "fake_ms"):  # two backends head to head
             ratio = ms / second.__self__.fake_ms
@@ -116,7 +123,7 @@ def fake_clock(monkeypatch):
             return placement.Timing(ms, second.__self__.fake_ms, interval, 8, others())
         ort = getattr(first.__self__, "ort_ms", 1.0)  # onnxruntime as timed beside it
         spread = getattr(first.__self__, "spread", (ms / ort, ms / ort))
-        return placement.Timing(ms, ort, spread, 8, others())
+        return placement.Timing(ms, ort, spread, 8, others(), kind)
 
     def time_blocks(first, second, args, threshold=None, **_):
         first(args), second(args)
@@ -131,6 +138,11 @@ def fake_clock(monkeypatch):
     monkeypatch.setattr(placement.timing, "time_blocks", time_blocks)
     monkeypatch.setattr(placement.timing, "session_call_ms", lambda config, reg=None: clock["call"])
     return clock
+
+
+def unbuildable(ledger, backend, table):
+    """Ledger.one_thread for a backend that cannot be built to run on one thread."""
+    raise byoc.errors.BackendError(f"{backend} cannot run on one thread")
 
 
 def model():
@@ -366,18 +378,40 @@ def test_a_segment_of_a_search_plan_onnxruntime_cannot_load_keeps_the_checked_pl
     assert backends_of(compiled) == ["first", "onnxruntime"]
 
 
+def test_a_candidate_other_processes_disturbed_is_timed_on_one_thread(install, fake_clock):
+    """The candidate that would win is timed while other processes take the CPUs: timed again
+    on one thread in CPU time, it wins as on a quiet machine; that verdict is cached, and the
+    next compile on the busy machine reads it, timing nothing."""
+    install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
+    config = {"backends": ["first", "second"], **MEASURED}
+    fake_clock["others"] = [0.0, 0.6, 0.6, 0.6]  # first_0; second_0 twice; then on one thread
+    busy = byoc.compile(model(), config)
+    assert backends_of(busy) == ["second", "onnxruntime"]
+    (m,) = [m for m in busy.plan.placement.measurements if m.backend == "second"]
+    assert (m.clock, m.kept, m.disturbed) == ("cpu", True, False)
+    assert "timed on one thread in CPU time: other processes took 60% of the CPUs" in m.summary()
+    fake_clock["others"] = [0.6] * 20
+    again = byoc.compile(model(), config)
+    assert backends_of(again) == ["second", "onnxruntime"]
+    assert all(m.cached for m in again.plan.placement.measurements)
+
+
 def test_a_search_other_processes_disturbed_is_not_cached(install, fake_clock, monkeypatch):
-    """The candidate that would win is timed while other processes take the CPUs: the
-    priority plan stays, and the next compile, quiet, searches again and takes it."""
+    """Where the candidate cannot be built on one thread either, its disturbed timing is no
+    evidence: the priority plan stays, and the next compile, quiet, searches again."""
     install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
     config = {"backends": ["first", "second"], **MEASURED}
     searched = []
     anew = placement.search.Search.anew
     monkeypatch.setattr(placement.search.Search, "anew", lambda *a: searched.append(1) or anew(*a))
+
+    one_thread = placement.ledger.Ledger.one_thread
+    monkeypatch.setattr(placement.ledger.Ledger, "one_thread", unbuildable)
     fake_clock["others"] = [0.0, 0.6, 0.6]  # first_0; then second_0, twice
     with pytest.warns(UserWarning, match="other processes took up to 60% of the CPUs"):
         busy = byoc.compile(model(), config)
     assert backends_of(busy) == ["first", "onnxruntime"]
+    monkeypatch.setattr(placement.ledger.Ledger, "one_thread", one_thread)
     quiet = byoc.compile(model(), config)
     assert searched == [1, 1]
     assert backends_of(quiet) == ["second", "onnxruntime"]
@@ -632,7 +666,7 @@ def test_a_head_to_head_other_processes_disturbed_keeps_the_priority_plan(instal
     assert fake_clock["others"] == []
 
 
-def test_an_end_to_end_race_other_processes_disturbed_keeps_the_priority_plan(
+def test_an_end_to_end_race_other_processes_disturbed_is_run_again_on_one_thread(
     install, fake_clock, monkeypatch
 ):
     first = Pieces("first", 9, ["Neg"], {1: 0.5}, spread={1: (0.45, 0.55)})
@@ -646,8 +680,11 @@ def test_an_end_to_end_race_other_processes_disturbed_keeps_the_priority_plan(
         return timing if args else dataclasses.replace(timing, others=0.6)
 
     monkeypatch.setattr(placement.timing, "time_blocks", disturbed)
-    compiled = byoc.compile(model(), {"backends": ["first", "second"], **MEASURED})
-    assert backends_of(compiled) == ["first", "onnxruntime"]
+    config = {"backends": ["first", "second"], **MEASURED}
+    assert backends_of(byoc.compile(model(), config)) == ["second", "onnxruntime"]
+    config["compile"] = {**MEASURED["compile"], "remeasure": True}
+    monkeypatch.setattr(placement.ledger.Ledger, "one_thread", unbuildable)
+    assert backends_of(byoc.compile(model(), config)) == ["first", "onnxruntime"]
 
 
 def test_search_keeps_the_priority_plan_when_it_is_as_good(install, fake_clock):
@@ -846,13 +883,16 @@ def test_a_whole_model_win_its_partitions_cannot_explain_is_not_trusted(install,
 
 
 def test_a_partition_timed_while_other_processes_took_the_cpus_runs_on_onnxruntime(
-    install, fake_clock
+    install, fake_clock, monkeypatch
 ):
     """A neighbour slows the two sides unequally, so a timing it disturbed is no evidence:
-    timed once more after a pause, still disturbed, the partition runs on onnxruntime, saying
-    why, and nothing is cached: the next compile, on a quiet machine, times it and keeps it."""
+    timed once more after a pause, still disturbed, and not to be built on one thread, the
+    partition runs on onnxruntime, saying why, and nothing is cached: the next compile, on a
+    quiet machine, times it and keeps it."""
     install(Plugin("quick", 5, fake_ms=0.5))
     config = {"backends": ["quick"], **MEASURED}
+    one_thread = placement.ledger.Ledger.one_thread
+    monkeypatch.setattr(placement.ledger.Ledger, "one_thread", unbuildable)
     fake_clock["others"] = [0.6, 0.55]
     with pytest.warns(UserWarning, match="other processes took up to 55% of the CPUs while 1 "):
         compiled = byoc.compile(model(), config)
@@ -862,6 +902,7 @@ def test_a_partition_timed_while_other_processes_took_the_cpus_runs_on_onnxrunti
     assert (m.kept, m.disturbed, m.others) == (False, True, 0.55)
     assert "took 55% of the CPUs while it was timed" in explain_text(compiled.plan)
     np.testing.assert_allclose(compiled.run({"x": X})["y"], expected(), rtol=1e-6)
+    monkeypatch.setattr(placement.ledger.Ledger, "one_thread", one_thread)
     quiet = byoc.compile(model(), config)
     assert backends_of(quiet) == ["quick", "onnxruntime"]
     assert [m.cached for m in quiet.plan.placement.measurements] == [False]
@@ -877,9 +918,31 @@ def test_a_burst_of_other_processes_is_waited_out(install, fake_clock):
     assert (m.kept, m.disturbed, m.others) == (True, False, 0.02)
 
 
-def test_a_whole_model_check_other_processes_disturbed_is_not_trusted(install, fake_clock):
+def test_a_whole_model_check_other_processes_disturbed_is_taken_on_one_thread(
+    install, fake_clock
+):
     install(Plugin("quick", 5, fake_ms=0.5))
     config = {"backends": ["quick"], **MEASURED}
+    fake_clock["others"] = [0.0, 0.5, 0.5, 0.5]  # the partition; the whole model twice; alone
+    compiled = byoc.compile(model(), config)
+    assert backends_of(compiled) == ["quick", "onnxruntime"]
+    whole = compiled.plan.placement.whole
+    assert (whole.clock, whole.kept, whole.disturbed) == ("cpu", True, False)
+    text = explain_text(compiled.plan)
+    assert "byoc kept (timed on one thread in CPU time: other processes took 50% of the" in text
+
+
+def test_a_whole_model_check_other_processes_disturbed_is_not_trusted(
+    install, fake_clock, monkeypatch
+):
+    """Where the plan cannot be built on one thread, the disturbed check is no evidence."""
+    install(Plugin("quick", 5, fake_ms=0.5))
+    config = {"backends": ["quick"], **MEASURED}
+
+    def no_build(*args, **kwargs):
+        raise byoc.errors.BackendError("quick cannot run on one thread")
+
+    monkeypatch.setattr(placement.whole, "build", no_build)
     fake_clock["others"] = [0.0, 0.5, 0.5]  # the partition, then the whole model twice
     with pytest.warns(UserWarning, match="the whole-model check: other processes took 50% "):
         compiled = byoc.compile(model(), config)
@@ -1074,6 +1137,33 @@ def test_other_processes_cpu_time_is_seen_and_byocs_own_is_not(cpu_meter):
 
 
 SPIN = "import time\nend = time.perf_counter() + {}\nwhile time.perf_counter() < end: pass"
+
+
+def test_work_timed_on_one_thread_keeps_its_ratio_beside_a_busy_process_per_cpu():
+    """One spinning process per CPU this process may use (a busy laptop or CI runner): two
+    pieces of work, one half the other, timed on one thread in CPU time, still measure 1:2,
+    where in wall time each run takes what the spinners leave it."""
+
+    def work(n):
+        def run(_):
+            total = 0
+            for i in range(n):
+                total += i
+
+        return run
+
+    cpus = len(os.sched_getaffinity(0))
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cpus)]
+    try:
+        time.sleep(0.3)
+        timing = placement.timing
+        timed = timing.time_pair(work(20_000), work(40_000), [], on_one_thread=True, budget=2.0)
+    finally:
+        for p in spinners:
+            p.kill()
+            p.wait()
+    assert timed.clock == "cpu" and not timing.busy(timed)
+    assert 0.4 < timed.interval[0] and timed.interval[1] < 0.6, timed
 
 
 def test_without_proc_stat_nothing_is_taken_for_a_disturbance(monkeypatch, cpu_meter):

@@ -194,6 +194,7 @@ def test_a_verdict_about_other_nodes_is_a_miss_not_a_hang(install, cache, forged
         ("failure", ["no"], "failure is ['no'], not a string"),
         ("cached", True, "it has the field 'cached'"),
         ("nodes", "nr", "nodes is 'nr', not a list of node names"),
+        ("clock", "sundial", "clock is 'sundial', not one of wall, cpu"),
     ],
 )
 def test_a_field_of_the_wrong_type_is_a_miss_with_one_warning(install, cache, field, value, why):

@@ -115,6 +115,7 @@ class Measurement:
     precision_note: str = ""  # its reduced-precision error, or why it stayed fp32
     others: float | None = None  # the share of the CPUs other processes took while it was timed
     disturbed: bool = False  # they took too much for the timing to say anything (not cached)
+    clock: str = "wall"  # "cpu": timed on one thread in CPU time, as they disturbed wall time
 
     def needed_ms(self) -> float:
         """The most the backend may take to be kept: onnxruntime's time less the session call
@@ -152,10 +153,18 @@ class Measurement:
             f"{self.margin:.0%} margin"
         )
         note = f"; {self.precision_note}" if self.precision_note else ""
+        note += f"; {self.on_one_thread()}" if self.clock == "cpu" else ""
         return (
             f"{verdict}: {self.backend_ms:.3g} ms on {self.backend} vs "
             f"{self.onnxruntime_ms:.3g} ms on onnxruntime ({terms}{self.spread()}){note}"
             + (" (cached)" if self.cached else "")
+        )
+
+    def on_one_thread(self) -> str:
+        """How a timing in CPU time came about (``clock == "cpu"``)."""
+        return (
+            f"timed on one thread in CPU time: other processes took {self.others or 0:.0%} of "
+            "the CPUs"
         )
 
     def busy(self) -> str:
@@ -184,6 +193,7 @@ class Measurement:
             "precision_note": self.precision_note,
             "others": self.others,
             "disturbed": self.disturbed,
+            "clock": self.clock,
         }
 
 
@@ -374,6 +384,8 @@ class Plan:
             verdict = "byoc kept" if p.whole.kept else "runs as plain onnxruntime"
             if p.whole.disturbed:
                 verdict += f" (other processes took {p.whole.others or 0:.0%} of the CPUs)"
+            elif p.whole.clock == "cpu":
+                verdict += f" ({p.whole.on_one_thread()})"
             lines.append(
                 f"  whole model: {p.whole.backend_ms:.3g} ms compiled vs "
                 f"{p.whole.onnxruntime_ms:.3g} ms plain onnxruntime{p.whole.spread()}: {verdict}"

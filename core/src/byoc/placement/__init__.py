@@ -17,7 +17,9 @@ only loop that partitions again, hands it the next plan. For the plan it is give
    an onnxruntime session of the same partition model, interleaved after a warm-up, medians,
    with the fallback's thread settings and spinning off (how a multi-unit plan runs); a
    timing while other processes took more than ``host.BUSY`` of the CPUs is taken again
-   after a pause, and if still disturbed is no evidence: the partition goes back, uncached;
+   after a pause, and if still disturbed, again with both sides on one thread in CPU time
+   (``Ledger.undisturbed``); where that cannot be built it is no evidence: the partition
+   goes back, uncached;
 4. vetoes, for that backend, the nodes of every partition that fails or does not win by
    ``[compile] margin`` and partitions again (another backend may claim them; the leftover
    graph is re-cut into as few onnxruntime sessions as acyclicity allows), until every
@@ -31,7 +33,8 @@ only loop that partitions again, hands it the next plan. For the plan it is give
    model; if it fails, or its outputs differ from plain onnxruntime's as a partition's may
    not (step 2; small differences that later layers magnify), or it still loses, or its
    partitions cannot explain its win (together they save less than the margin of plain
-   onnxruntime's time), or other processes disturbed the check, warns in one line and
+   onnxruntime's time), or other processes disturbed the check (and it could not be taken on
+   one thread), warns in one line and
    (``[compile] whole_model_fallback``) gives the plan that runs the model as one onnxruntime
    session; a failure or a difference always does.
 

@@ -155,6 +155,12 @@ def _text(value: Any, name: str) -> str:
     return value
 
 
+def _one_of(value: Any, name: str, allowed: tuple[str, ...]) -> str:
+    if value not in allowed:
+        raise BadEntry(f"{name} is {_shown(value)}, not one of {', '.join(allowed)}")
+    return str(value)
+
+
 def _flag(value: Any, name: str) -> bool:
     if not isinstance(value, bool):
         raise BadEntry(f"{name} is {_shown(value)}, not true or false")
@@ -253,6 +259,7 @@ _MEASUREMENT: dict[str, Callable[[Any, str], Any]] = {
     "precision_note": _text,
     "others": _optional(_number),
     "disturbed": _flag,
+    "clock": lambda value, name: _one_of(value, name, ("wall", "cpu")),
 }
 _REQUIRED = {f.name for f in dataclasses.fields(Measurement) if f.default is dataclasses.MISSING}
 _SEARCH: dict[str, Callable[[Any, str], Any]] = {

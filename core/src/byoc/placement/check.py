@@ -86,7 +86,8 @@ def verdict(
     else:
         assert made is not None
         cached = ledger.cached(timed, nodes, (unit.backend,))
-        m = cached or ledger.time_unit(unit, made[1], trial, fallback)
+        table = {**ledger.tables[unit.backend], **options}
+        m = cached or ledger.time_unit(unit, made[1], trial, fallback, table=table)
         if not m.cached and not m.disturbed:  # as timed: its precision is the verdict's
             ledger.cache.put(timed, m)
     m = replace(m, precision=precision, precision_note=note)

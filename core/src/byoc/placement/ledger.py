@@ -14,12 +14,12 @@ import time
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from byoc import host
-from byoc.context import Context
-from byoc.errors import BackendError
+from byoc.context import Active, Context
+from byoc.errors import BackendError, ByocError
 from byoc.executor import fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
@@ -106,6 +106,7 @@ class Ledger:
         self.trials: dict[str, Trial] = {}  # key -> its inputs, outputs, onnxruntime
         self.memory_floor: int | None = None  # checking stops below this much available memory
         self.disturbed = 0  # timings other processes spoiled, twice where a second was allowed
+        self.unproven = 0  # of those, the ones no timing on one thread replaced: no evidence
         # id(unit) -> (a weak reference to unit, key): hashing a large model is done once
         self._keys: dict[int, tuple[weakref.ref[Partition], str]] = {}
         self._call_ms: float | None = None
@@ -266,8 +267,11 @@ class Ledger:
         fallback: Mapping[str, Any],
         budget: float = 1.0,
         pairs: int = 8,
+        table: Mapping[str, Any] | None = None,
     ) -> Measurement:
-        """The partition on its backend against onnxruntime, on its real inputs, judged."""
+        """The partition on its backend against onnxruntime, on its real inputs, judged.
+        ``table``: what ``runtime`` was compiled with; given, a timing other processes
+        disturbed is taken again on one thread in CPU time (``one_thread``)."""
         if self._call_ms is None:  # once per compile: what an empty session call costs
             self._call_ms = timing.session_call_ms(fallback, self.reg)
         call_ms, margin = self._call_ms, self.margin
@@ -275,20 +279,57 @@ class Ledger:
         def threshold(_: float, t_ort: float) -> float:
             return max(0.0, 1 - min(call_ms, t_ort) / t_ort) * (1 - margin)
 
-        timed = self.undisturbed(
-            lambda: timing.time_pair(
-                runtime.run, trial.ort, trial.args, threshold, budget=budget, min_pairs=pairs
-            )
-        )
-        return self.judged(unit.name, unit.backend, list(unit.nodes), timed, call_ms)
+        def pair(mine: timing.Runner, ort: timing.Runner, on_one_thread: bool) -> Timing:
+            return timing.time_pair(
+                mine, ort, trial.args, threshold, budget=budget, min_pairs=pairs,
+                on_one_thread=on_one_thread,
+            )  # fmt: skip
 
-    def undisturbed(self, timed: Callable[[], Timing]) -> Timing:
+        def alone() -> Timing:
+            assert table is not None
+            mine = compile_unit(self.reg, unit.backend, unit, self.one_thread(unit.backend, table))
+            ort = compile_unit(self.reg, FALLBACK, unit, {**fallback, **timing.ONE_THREAD_FALLBACK})
+            return pair(mine[1].run, ort[1].run, True)
+
+        result = self.undisturbed(
+            lambda: pair(runtime.run, trial.ort, False), alone if table is not None else None
+        )
+        return self.judged(unit.name, unit.backend, list(unit.nodes), result, call_ms)
+
+    def one_thread_context(self) -> Context:
+        """This compile's settings with every backend and onnxruntime on one thread."""
+        fallback = {**self.cfg.fallback, **timing.ONE_THREAD_FALLBACK}
+        active = tuple(Active(a.backend, self.one_thread(a.name, a.table)) for a in self.ctx.active)
+        return replace(self.ctx, config=replace(self.cfg, fallback=fallback), active=active)
+
+    def one_thread(self, backend: str, table: Mapping[str, Any]) -> dict[str, Any]:
+        """``backend``'s ``table`` for running on the calling thread alone: ``threads`` = 1
+        (every backend has the key; docs/plugin-authors.md)."""
+        return {**table, "threads": 1}
+
+    def undisturbed(
+        self, timed: Callable[[], Timing], alone: Callable[[], Timing] | None = None
+    ) -> Timing:
         """``timing.undisturbed``: once a timing of this compile stayed disturbed, the machine
-        is busy, and nothing is timed twice."""
-        result = timing.undisturbed(timed, again=not self.disturbed)
-        if timing.busy(result):
-            self.disturbed += 1
+        is busy, and nothing is timed twice in wall time. ``alone``: the same two timed on one
+        thread in CPU time, which other processes leave as it is on a quiet machine: taken
+        where the wall-time timing stayed disturbed, and at once on a busy machine."""
+        result = self._alone(alone) if alone is not None and self.disturbed else None
+        if result is None:
+            result = timing.undisturbed(timed, again=not self.disturbed)
+            if timing.busy(result):
+                self.disturbed += 1
+                result = (self._alone(alone) if alone is not None else None) or result
+        self.unproven += timing.busy(result)
         return result
+
+    @staticmethod
+    def _alone(alone: Callable[[], Timing]) -> Timing | None:
+        """``alone()``, or None where the one-thread builds fail (the wall time stands)."""
+        try:
+            return alone()
+        except ByocError:
+            return None
 
     def judged(
         self, name: str, backend: str, nodes: list[str], timed: Timing, call_ms: float = 0.0
@@ -307,5 +348,6 @@ class Ledger:
             measured_at=time.time(),
             others=timed.others,
             disturbed=timing.busy(timed),
+            clock=timed.clock,
         )
         return rules.judge(m, self.margin)

@@ -2,7 +2,8 @@
 blocks) until the ~95% interval of the median of their ratio is clear of a threshold, and
 what other processes took of the CPUs meanwhile. A timing they disturbed (more than
 ``host.BUSY`` of the CPUs) is taken once more after a pause (``undisturbed``); still
-disturbed, it is no evidence."""
+disturbed, it is no evidence in wall time. In CPU time on one thread (``ON_ONE_THREAD``,
+``thread_time``), both sides' work is what it is on a quiet machine, whatever others run."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ from byoc.units import compile_unit
 Runner = Callable[[list[Any]], Any]
 WHOLE_BUDGET = (4.0, 15.0)  # seconds for the whole-model check: room for ~12 rounds, within these
 PAUSE = 0.5  # seconds to let a burst of theirs pass before timing once more
+# onnxruntime settings that run a session on the calling thread alone (a backend's: its
+# ``threads`` option, set to 1)
+ONE_THREAD_FALLBACK = {
+    "intra_op_num_threads": 1,
+    "inter_op_num_threads": 1,
+    "allow_spinning": False,
+}
 
 
 @dataclass
@@ -36,6 +44,7 @@ class Timing:
     interval: tuple[float, float]
     samples: int
     others: float | None = None  # the share of the CPUs other processes took meanwhile
+    clock: str = "wall"  # "cpu": CPU time of the calling thread (each side on one thread)
 
 
 def whole_budget(once: float) -> float:
@@ -60,6 +69,7 @@ def sequential(
     *,
     min_samples: int,
     budget: float,
+    clock: str = "wall",
 ) -> Timing:
     """Draw samples (seconds of first and second) until the interval of their median ratio
     lies on one side of ``threshold(first's median, second's median)`` or ``budget`` seconds
@@ -86,6 +96,7 @@ def sequential(
         median_interval(ratios),
         n,
         host.others_since(mark),
+        clock,
     )
 
 
@@ -98,10 +109,13 @@ def time_pair(
     budget: float = 1.0,
     min_pairs: int = 8,
     warmup: int = 2,
+    on_one_thread: bool = False,
 ) -> Timing:
     """``first(args)`` against ``second(args)`` in pairs, run in turn (ABBA order) after
     ``warmup`` runs each, until the ratio is clearly on one side of the threshold
-    (``sequential``)."""
+    (``sequential``). ``on_one_thread``: both run on the calling thread alone, timed in its
+    CPU time (``thread_time``)."""
+    clock = time.thread_time if on_one_thread else time.perf_counter
     for _ in range(warmup):
         first(args)
         second(args)
@@ -109,12 +123,13 @@ def time_pair(
     def pair(i: int) -> tuple[float, float]:
         spent = [0.0, 0.0]
         for k in (0, 1) if i % 2 == 0 else (1, 0):
-            t0 = time.perf_counter()
+            t0 = clock()
             (first if k == 0 else second)(args)
-            spent[k] = time.perf_counter() - t0
+            spent[k] = clock() - t0
         return spent[0], spent[1]
 
-    return sequential(pair, threshold, min_samples=min_pairs, budget=budget)
+    kind = "cpu" if on_one_thread else "wall"
+    return sequential(pair, threshold, min_samples=min_pairs, budget=budget, clock=kind)
 
 
 def time_blocks(
@@ -181,8 +196,9 @@ def session_call_ms(config: Mapping[str, Any], reg: Registry | None = None) -> f
 
 
 def busy(timing: Timing) -> bool:
-    """Whether other processes took more than ``host.BUSY`` of the CPUs while timed."""
-    return host.busy(timing.others)
+    """Whether other processes took more than ``host.BUSY`` of the CPUs while timed in wall
+    time (in CPU time on one thread, what they take is not counted)."""
+    return timing.clock == "wall" and host.busy(timing.others)
 
 
 def undisturbed(timed: Callable[[], Timing], again: bool = True) -> Timing:
