@@ -385,7 +385,8 @@ def test_a_candidate_other_processes_disturbed_is_timed_on_one_thread(install, f
     install(Plugin("first", 9, fake_ms=0.8), Plugin("second", 1, fake_ms=0.3))
     config = {"backends": ["first", "second"], **MEASURED}
     fake_clock["others"] = [0.0, 0.6, 0.6, 0.6]  # first_0; second_0 twice; then on one thread
-    busy = byoc.compile(model(), config)
+    with pytest.warns(UserWarning, match="took up to 60% of the CPUs, so 1 partition.s. were "):
+        busy = byoc.compile(model(), config)
     assert backends_of(busy) == ["second", "onnxruntime"]
     (m,) = [m for m in busy.plan.placement.measurements if m.backend == "second"]
     assert (m.clock, m.kept, m.disturbed) == ("cpu", True, False)

@@ -262,6 +262,14 @@ class Placer:
                 "partition(s) were timed; those run on onnxruntime and their timings are not "
                 "cached (compile again on a quieter machine)"
             )
+        alone = [m for m in tried if m.clock == "cpu" and not m.cached]
+        if alone:
+            warn(
+                f"measured placement: other processes took up to "
+                f"{max(m.others or 0 for m in alone):.0%} of the CPUs, so {len(alone)} "
+                "partition(s) were timed on one thread in CPU time (a backend whose kernels "
+                "split better across threads than onnxruntime's wins by less there)"
+            )
         noted = [m for m in tried if m.failure is None and m.precision_note]
         shown = tried if self.ledger.measured else failed + noted
         return self._placed(self.plan, Placement(self.mode, shown))
