@@ -11,6 +11,7 @@ directory (``platformdirs.user_cache_dir("byoc")``) holds every cache: ``placeme
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import platform
 import time
@@ -88,6 +89,24 @@ OWN_ENV: dict[str, str] = {}
 def set_own_env(name: str, value: str) -> None:
     os.environ[name] = value
     OWN_ENV[name] = value
+
+
+_THREAD_ENV = ("OMP_", "GOMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_")
+
+
+def host_id() -> str:
+    """What a timing depends on beyond the code: the CPU model, its features, the cores, and
+    the environment's threading settings (``OMP_*``, ``GOMP_*``, ``KMP_*``, ``MKL_*``,
+    ``ONEDNN_*``, ``DNNL_*``: OpenMP's wait policy alone changes how fast oneDNN runs).
+    Measured placement's cache keys and a session's plan key hold it."""
+    env = sorted(
+        (k, v)
+        for k, v in os.environ.items()
+        if k.startswith(_THREAD_ENV) and OWN_ENV.get(k) != v  # byoc's own: every process
+    )
+    c = cpu()
+    text = f"{c.machine}|{c.model}|{' '.join(c.flags)}|{c.cores}|{env}"
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def cache_root() -> Path:

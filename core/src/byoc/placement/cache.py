@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import json
 import math
 import os
@@ -25,26 +24,10 @@ from pathlib import Path
 from typing import Any, Literal, overload
 
 from byoc import host
+from byoc.host import host_id as host_id  # the machine's part of a key: in host, a light module
 from byoc.plan import Measurement
 
 CACHE_VERSION = 6  # 6: timings other processes disturbed are not cached (Measurement.others)
-
-_THREAD_ENV = ("OMP_", "GOMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_")
-
-
-def host_id() -> str:
-    """What a timing depends on beyond the code: the CPU model, its features, the cores, and
-    the environment's threading settings (``OMP_*``, ``GOMP_*``, ``KMP_*``, ``MKL_*``,
-    ``ONEDNN_*``, ``DNNL_*``: OpenMP's wait policy alone changes how fast oneDNN runs)."""
-    env = sorted(
-        (k, v)
-        for k, v in os.environ.items()
-        if k.startswith(_THREAD_ENV) and host.OWN_ENV.get(k) != v  # byoc's own: every process
-    )
-    c = host.cpu()
-    text = f"{c.machine}|{c.model}|{' '.join(c.flags)}|{c.cores}|{env}"
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
-
 
 MAX_ENTRY_BYTES = 16 << 20  # a larger cache entry is not byoc's: a search entry, the largest,
 # holds a veto and its reason per node and backend (10,000 nodes, three backends: about 5 MB)
