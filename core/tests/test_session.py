@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -464,3 +467,93 @@ def test_plans_on_disk_are_bounded_per_model(monkeypatch):
     saved = list(session.plans_dir().rglob("*.byoc"))
     assert len(saved) == 2  # the two made last
     assert sorted(session._read_signature(p.with_suffix(".json"))[0][2][0] for p in saved) == [4, 5]
+
+
+def in_new_process(script: str, **env: str) -> list[object]:
+    """``script``'s last printed line, as JSON, from a fresh Python (an app's next process)."""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **env},
+    )
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_a_cached_plain_plan_loads_without_importing_a_plugin_or_onnx(tmp_path):
+    """An app's next process finds its plain onnxruntime plans (loading them, or compiling a
+    hot signature) without importing a backend plugin or onnx: those imports (a second,
+    OpenVINO's alone more) held the GIL on the worker and slowed the app's calls after
+    start-up."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes(dynamic_model())
+    # placement given: the tests' default (conftest.py) is not the new process's
+    config = {"backends": [], "compile": {"placement": "static"}, "session": {"compile_after": 1}}
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1  # each backend's threads: the session lists the backends
+    first = byoc.InferenceSession(str(model), options, config=config, wait=True)
+    first.run(None, {"x": np.ones((2, 8), np.float32)})
+    assert first.plans() == {(("x", "<f4", (2, 8)),): "onnxruntime"}
+    script = f"""
+import importlib.metadata as md, json, pathlib, sys
+import byoc, numpy as np, onnxruntime as ort
+from byoc import host
+host.cache_root = lambda: pathlib.Path({str(tmp_path / "cache")!r})
+options = ort.SessionOptions()
+options.intra_op_num_threads = 1
+s = byoc.InferenceSession({str(model)!r}, options, config={config!r})
+for _ in range(3):  # hot at once (compile_after 1), and the cached plans load at the second
+    s.run(None, {{"x": np.ones((2, 8), np.float32)}})
+assert s.wait(60)
+plugins = {{e.value.split(":")[0].split(".")[0] for e in md.entry_points(group="byoc.backends")}}
+heavy = sorted(m for m in sys.modules if m.split(".")[0] in plugins | {{"onnx"}})
+print(json.dumps([list(s.plans().values()), heavy, sorted(plugins)]))
+"""
+    plans, imported, plugins = in_new_process(script)
+    assert plans == ["onnxruntime"]
+    assert "byoc_examplejson" in plugins  # installed, and not imported:
+    assert imported == []
+
+
+def test_a_plugin_or_what_it_requires_upgraded_is_another_plan_key(tmp_path):
+    """A plan made with one version of a plugin (or of a library it requires) is not found
+    with another, in the next process: the key reads their versions from the installed
+    metadata (kept in the cache dir until an install changes a directory on ``sys.path``),
+    importing no plugin."""
+    model = tmp_path / "m.onnx"
+    model.write_bytes(dynamic_model())
+    script = f"""
+import json, pathlib, sys
+from byoc import host, load_config, session
+host.cache_root = lambda: pathlib.Path({str(tmp_path / "cache")!r})
+key = session.plan_key({str(model)!r}, load_config(None))
+print(json.dumps([key, "byoc_fake_plugin" in sys.modules]))
+"""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "byoc_fake_plugin.py").write_text(
+        "import byoc\n"
+        "@byoc.hookimpl\n"
+        "def byoc_register_backends(register):\n"
+        "    register(byoc.BackendSpec('fake'))\n"
+    )
+    pythonpath = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")])
+    keys = []
+    installed = None
+    for version, requires in (("1.0", "numpy"), ("1.1", "numpy"), ("1.1", "byoc-not-installed")):
+        if installed is not None:  # as pip upgrades: the old metadata goes, the new comes
+            shutil.rmtree(installed)
+        installed = site / f"byoc_fake-{version}.dist-info"
+        installed.mkdir()
+        (installed / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: byoc-fake\nVersion: {version}\n"
+            f"Requires-Dist: {requires}\nRequires-Dist: pytest; extra == 'test'\n"
+        )
+        (installed / "entry_points.txt").write_text("[byoc.backends]\nfake = byoc_fake_plugin\n")
+        key, imported = in_new_process(script, PYTHONPATH=pythonpath)
+        assert not imported
+        keys.append(key)
+        assert in_new_process(script, PYTHONPATH=pythonpath)[0] == key  # saved, read back
+    assert len(set(keys)) == 3, keys

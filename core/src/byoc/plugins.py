@@ -14,10 +14,9 @@ import pluggy
 from byoc import fallback, hookspecs
 from byoc.backendspec import BackendSpec, from_keywords
 from byoc.errors import PluginError, SpecError
+from byoc.installed import ENV_VAR, entry_points, selected
 from byoc.patterns import Pattern
 
-ENTRY_POINT_GROUP = "byoc.backends"
-ENV_VAR = "BYOC_PLUGINS"
 TRACE_VAR = "BYOC_TRACE"
 IN_PROCESS = "(in-process)"  # the distribution of a plugin Registry.add registers
 
@@ -85,11 +84,9 @@ class Registry:
         self.broken: list[BrokenPlugin] = []
         self._add(fallback, "byoc", md.version("byoc"))
         seen: dict[str, str] = {}
-        for ep in sorted(md.entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        for ep in entry_points(only):
             dist = ep.dist.name if ep.dist else "?"
             version = ep.dist.version if ep.dist else "?"
-            if only is not None and ep.name not in only:
-                continue
             if ep.name in seen and seen[ep.name] != dist:
                 raise PluginError(
                     f"backend name '{ep.name}' is claimed by two distributions: "
@@ -241,6 +238,5 @@ def registry(refresh: bool = False) -> Registry:
     env = os.environ.get(ENV_VAR)
     with _lock:
         if refresh or env not in _cache:
-            only = None if env is None else [n.strip() for n in env.split(",") if n.strip()]
-            _cache[env] = Registry(only)
+            _cache[env] = Registry(selected(env))
         return _cache[env]

@@ -38,8 +38,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import onnxruntime as ort
 
-from byoc import host
+from byoc import host, installed
 from byoc.config import Config, load_config
+from byoc.version import __version__
 
 if TYPE_CHECKING:
     from byoc.context import ConfigLike
@@ -370,11 +371,11 @@ class InferenceSession:
             _worker().put(run)
 
     def _compile(self, sig: Signature, feeds: dict[str, np.ndarray]) -> None:
-        from byoc import compiler  # the first time a signature is hot
-
         path = self._plan_file(sig)
         if path is not None and self._load(sig, path):
             return  # made by an earlier process, or dropped from memory since
+        from byoc import compiler  # onnx and every plugin: only when a plan is made
+
         compiled = compiler.compile(self._model, self._config(), inputs=feeds)
         backends = {s.unit.backend for s in compiled.steps} - {"onnxruntime"}
         keep = compiled if backends else None
@@ -418,8 +419,8 @@ class InferenceSession:
     # -- plans on disk ------------------------------------------------------------------------
 
     def _model_key(self) -> str:
-        if self._key is None:
-            self._key = plan_key(self._model, self._config())
+        if self._key is None:  # without the plugins: loading a plain plan imports none of them
+            self._key = plan_key(self._model, _session_config(self._base, self._options, False))
         return self._key
 
     def _plan_file(self, sig: Signature) -> Path | None:
@@ -449,13 +450,13 @@ class InferenceSession:
     def _load(self, sig: Signature, path: Path) -> bool:
         """Keep the plan saved at ``path`` (or its ``.plain`` marker) for ``sig``; False when
         there is none, or it does not load (damaged, made by another version: compile again)."""
-        from byoc import reader
-
         if path.with_suffix(".plain").is_file():
             self._keep(sig, None)
             return True
         if not path.with_suffix(".byoc").is_file():
             return False
+        from byoc import reader  # onnx and the plan's plugins: a plain plan needs neither
+
         check = 0 if path.with_suffix(".kept").is_file() else self._check
         try:
             self._keep(sig, reader.load(path.with_suffix(".byoc")), check)
@@ -469,11 +470,9 @@ class InferenceSession:
 
 def plan_key(model: str | bytes, config: Config) -> str:
     """What a session's plans depend on beyond their signature: the model's bytes, the config
-    (but ``[session]``, which changes no plan), byoc's and the plugins' versions, and the
-    machine (placement's host_id)."""
-    from byoc import plugins
-    from byoc.placement import host_id
-
+    (but ``[session]``, which changes no plan), byoc's, onnxruntime's and the plugins' versions
+    (``installed.versions``: from their metadata, no plugin imported) and the machine
+    (``host.host_id``)."""
     digest = hashlib.sha256()
     if isinstance(model, bytes):
         digest.update(model)
@@ -482,8 +481,8 @@ def plan_key(model: str | bytes, config: Config) -> str:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 digest.update(block)
     settings = asdict(config) | {"source": None, "session": None}
-    versions = sorted((b.name, b.version) for b in plugins.registry().backends.values())
-    digest.update(json.dumps([settings, versions, host_id()], default=str).encode())
+    versions = [("byoc", __version__), ("onnxruntime", ort.__version__), *installed.versions()]
+    digest.update(json.dumps([settings, versions, host.host_id()], default=str).encode())
     return digest.hexdigest()[:24]
 
 
@@ -611,9 +610,13 @@ def _user_config(config: ConfigLike) -> ConfigLike:
     return None
 
 
-def _session_config(cfg: Config, options: ort.SessionOptions | None) -> Config:
+def _session_config(
+    cfg: Config, options: ort.SessionOptions | None, backends: bool = True
+) -> Config:
     """The config with the session options' threads and optimization level as ``[fallback]``'s
-    and each backend's ``threads``, where the config does not set them itself."""
+    and (``backends``) each backend's ``threads``, where the config does not set them itself.
+    Each backend's takes the plugins loaded, to list the backends; a plan key does without
+    (``backends=False``): they follow from ``[fallback]``'s and the plugins the key holds."""
     if options is None:
         return cfg
     fallback = dict(cfg.fallback)
@@ -628,7 +631,7 @@ def _session_config(cfg: Config, options: ort.SessionOptions | None) -> Config:
             fallback[key] = value
     backend = {k: dict(v) for k, v in cfg.backend.items()}
     threads = options.intra_op_num_threads
-    if threads > 0:
+    if threads > 0 and backends:
         from byoc import plugins
 
         for b in plugins.registry().claimable():  # threads: a key every backend has
