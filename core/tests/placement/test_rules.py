@@ -54,6 +54,18 @@ def test_judge_returns_a_judged_copy_and_leaves_the_measurement_as_it_was():
     assert "kept at <= 0.98 ms" in judged.summary()
 
 
+def test_margin_of_a_verdict_timed_on_one_thread_is_at_least_a_tenth():
+    """A 7% win is kept in wall time, not on one thread in CPU time (one thread is not two);
+    a 20% win is kept either way, and a margin above the least stands."""
+    assert rules.margin_of("wall", MARGIN) == MARGIN
+    assert rules.margin_of("cpu", MARGIN) == rules.ONE_THREAD_MARGIN
+    assert rules.margin_of("cpu", 0.25) == 0.25
+    near, clear = timed(0.93, interval=(0.91, 0.95)), timed(0.8, interval=(0.78, 0.82))
+    assert rules.judge(near, MARGIN).kept
+    assert not rules.judge(dataclasses.replace(near, clock="cpu"), MARGIN).kept
+    assert rules.judge(dataclasses.replace(clear, clock="cpu"), MARGIN).kept
+
+
 def test_saved_ms_is_onnxruntime_time_less_the_call_and_the_backend_time():
     m = timed(0.5, call_ms=0.1)
     assert rules.saved_ms(m) == pytest.approx(0.4)

@@ -276,10 +276,12 @@ class Ledger:
             self._call_ms = timing.session_call_ms(fallback, self.reg)
         call_ms, margin = self._call_ms, self.margin
 
-        def threshold(_: float, t_ort: float) -> float:
-            return max(0.0, 1 - min(call_ms, t_ort) / t_ort) * (1 - margin)
-
         def pair(mine: timing.Runner, ort: timing.Runner, on_one_thread: bool) -> Timing:
+            m = rules.margin_of("cpu" if on_one_thread else "wall", margin)
+
+            def threshold(_: float, t_ort: float) -> float:
+                return max(0.0, 1 - min(call_ms, t_ort) / t_ort) * (1 - m)
+
             return timing.time_pair(
                 mine, ort, trial.args, threshold, budget=budget, min_pairs=pairs,
                 on_one_thread=on_one_thread,
@@ -313,8 +315,10 @@ class Ledger:
         """``timing.undisturbed``: once a timing of this compile stayed disturbed, the machine
         is busy, and nothing is timed twice in wall time. ``alone``: the same two timed on one
         thread in CPU time, which other processes leave as it is on a quiet machine: taken
-        where the wall-time timing stayed disturbed, and at once on a busy machine."""
-        result = self._alone(alone) if alone is not None and self.disturbed else None
+        where the wall-time timing stayed disturbed, and at once while they are still taking
+        the CPUs after one did (the last quarter second)."""
+        busy = self.disturbed and host.busy(host.others_since(host.cpu_mark()))
+        result = self._alone(alone) if alone is not None and busy else None
         if result is None:
             result = timing.undisturbed(timed, again=not self.disturbed)
             if timing.busy(result):

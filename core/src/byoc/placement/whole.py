@@ -112,7 +112,7 @@ def _alone(
         lambda _: mine.run(feeds),
         plain.run,
         [feeds[n] for n in plain.input_names],
-        lambda a, b: 1 - ledger.margin,
+        lambda a, b: 1 - rules.margin_of("cpu", ledger.margin),
         budget=timing.whole_budget(once),
         on_one_thread=True,
     )
