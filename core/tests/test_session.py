@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import subprocess
 import sys
 import threading
+import time
 import types
 
 import byoc
@@ -16,6 +18,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from byoc import compiler, host, session
+from byoc.config import load_config
 from onnx import TensorProto, helper, numpy_helper
 
 EXAMPLEJSON = {
@@ -557,3 +560,37 @@ print(json.dumps([key, "byoc_fake_plugin" in sys.modules]))
         keys.append(key)
         assert in_new_process(script, PYTHONPATH=pythonpath)[0] == key  # saved, read back
     assert len(set(keys)) == 3, keys
+
+
+def test_a_model_files_digest_is_remembered_until_the_file_changes(tmp_path, monkeypatch):
+    """The plan key of a model file read before is made without reading the file again; a
+    file rewritten (same size, other bytes) has another key; one changed a moment ago is
+    read each time (a second write within the clock's tick would keep its times)."""
+    path = tmp_path / "m.onnx"
+    path.write_bytes(dynamic_model())
+    cfg = load_config(None)
+    monkeypatch.setattr(session, "SETTLED", -1.0)  # as if the file were written long ago
+    first = session.plan_key(str(path), cfg)
+    opened = []
+
+    def watched(file, *args, **kwargs):
+        opened.append(str(file))
+        return open(file, *args, **kwargs)
+
+    with monkeypatch.context() as m:
+        m.setattr(session, "open", watched, raising=False)
+        assert session.plan_key(str(path), cfg) == first
+    assert opened == []  # remembered, not read again
+    data = bytearray(path.read_bytes())
+    data[-1] ^= 1  # same size, other bytes, a clock tick later
+    time.sleep(0.05)
+    path.write_bytes(bytes(data))
+    assert session.plan_key(str(path), cfg) != first
+    monkeypatch.setattr(session, "SETTLED", 2.0)
+    data[-1] ^= 1
+    path.write_bytes(bytes(data))  # as it was, within the same second: read, not remembered
+    with monkeypatch.context() as m:
+        m.setattr(session, "open", watched, raising=False)
+        assert session.plan_key(str(path), cfg) == first
+    assert opened == [str(path)]
+    assert session.model_digest(str(path)) == hashlib.sha256(path.read_bytes()).hexdigest()

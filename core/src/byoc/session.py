@@ -473,17 +473,50 @@ def plan_key(model: str | bytes, config: Config) -> str:
     (but ``[session]``, which changes no plan), byoc's, onnxruntime's and the plugins' versions
     (``installed.versions``: from their metadata, no plugin imported) and the machine
     (``host.host_id``)."""
-    digest = hashlib.sha256()
-    if isinstance(model, bytes):
-        digest.update(model)
-    else:
-        with open(model, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
+    digest = hashlib.sha256(model if isinstance(model, bytes) else model_digest(model).encode())
     settings = asdict(config) | {"source": None, "session": None}
     versions = [("byoc", __version__), ("onnxruntime", ort.__version__), *installed.versions()]
     digest.update(json.dumps([settings, versions, host.host_id()], default=str).encode())
     return digest.hexdigest()[:24]
+
+
+SETTLED = 2.0  # seconds since a file's last change before its digest is remembered
+
+
+def model_digest(path: str) -> str:
+    """The sha256 of a model file, remembered in the user cache under its device, inode, size
+    and change times: any write changes its ctime, which no one sets back, so a remembered
+    digest is the file's (git's index trusts the same). Hashing a 69 MB model takes 140 ms of
+    a core that a session's first calls would share. A file changed in the last SETTLED
+    seconds is hashed and not remembered: a second write within the clock's tick would keep
+    its times."""
+    st = os.stat(path)
+    stamp = [
+        os.path.abspath(path),
+        st.st_dev,
+        st.st_ino,
+        st.st_size,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+    ]
+    memo = plans_dir() / "digests" / hashlib.sha256(json.dumps(stamp).encode()).hexdigest()[:32]
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        if memo.is_file() and not memo.is_symlink() and memo.stat().st_size == 64:
+            known = memo.read_text()
+            if all(c in "0123456789abcdef" for c in known):
+                return known
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    found = digest.hexdigest()
+    if time.time() - max(st.st_mtime_ns, st.st_ctime_ns) / 1e9 > SETTLED:
+        with contextlib.suppress(OSError):
+            memo.parent.mkdir(parents=True, exist_ok=True)
+            part = memo.with_suffix(f".{os.getpid()}.part")
+            part.write_text(found)
+            os.replace(part, memo)
+    return found
 
 
 def saved_plans(model: str | bytes, config: Config) -> list[tuple[str, str]]:
