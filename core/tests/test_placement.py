@@ -1207,6 +1207,31 @@ def test_a_neighbours_burst_spoils_a_round_or_two_not_the_whole_model_verdict(mo
     assert timing.interval[1] < 0.98, timing
 
 
+def test_an_unclear_timing_goes_on_past_its_budget_only_while_it_would_clear(monkeypatch):
+    """0.1 s a sample, a 1 s budget, runs 10% apart: a 6% win (threshold 0.98) still unclear
+    at the budget, whose median is far enough from the threshold for twice the samples to
+    clear it, is timed on until clear (within twice the budget); ties stop at the budget."""
+    now = [0.0]
+    monkeypatch.setattr(time, "perf_counter", lambda: now[0])
+
+    def sampler(ratio, seed):
+        rng = np.random.default_rng(seed)
+
+        def sample(i):
+            now[0] += 0.1
+            return ratio * rng.uniform(0.9, 1.1), rng.uniform(0.9, 1.1)
+
+        return sample
+
+    sequential = placement.timing.sequential
+    win = sequential(sampler(0.94, 2), lambda a, b: 0.98, min_samples=8, budget=1.0)
+    assert 11 < win.samples <= 21 and win.interval[1] < 0.98, win
+    for seed in range(10):
+        now[0] = 0.0
+        tie = sequential(sampler(0.98, seed), lambda a, b: 0.98, min_samples=8, budget=1.0)
+        assert tie.samples <= 11, (seed, tie)
+
+
 @pytest.mark.parametrize("ratio, kept", [(0.9, True), (1.05, False)])
 def test_the_same_partition_measured_twice_gets_the_same_verdict(ratio, kept):
     """On a noisy machine (runs 20% apart, one run in eight three times as slow), twenty

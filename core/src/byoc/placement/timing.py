@@ -25,6 +25,7 @@ from byoc.units import compile_unit
 Runner = Callable[[list[Any]], Any]
 WHOLE_BUDGET = (4.0, 15.0)  # seconds for the whole-model check: room for ~12 rounds, within these
 PAUSE = 0.5  # seconds to let a burst of theirs pass before timing once more
+EXTEND = 2.0  # an unclear timing may take up to this many times its budget while narrowing
 # onnxruntime settings that run a session on the calling thread alone (a backend's: its
 # ``threads`` option, set to 1)
 ONE_THREAD_FALLBACK = {
@@ -63,6 +64,23 @@ def median_interval(ratios: list[float]) -> tuple[float, float]:
     return ordered[k], ordered[n - 1 - k]
 
 
+def ratios(a: list[float], b: list[float]) -> list[float]:
+    """Each sample's ratio, first over second."""
+    return [p / q for p, q in zip(a, b, strict=True)]
+
+
+def narrowing(r: list[float], threshold: float) -> bool:
+    """Whether twice as many samples would likely clear ``threshold`` of the median's interval:
+    the interval narrows as one over the root of the samples, so when the median is more than
+    ``1/sqrt(2)`` of the interval's half on the threshold's side from it. A near tie (the
+    median at the threshold) is not worth more time; a clear win whose first samples were
+    noisy is."""
+    lo, hi = median_interval(r)
+    median = statistics.median(r)
+    half = hi - median if median < threshold else median - lo
+    return abs(median - threshold) > half / math.sqrt(2)
+
+
 def sequential(
     sample: Callable[[int], tuple[float, float]],
     threshold: Callable[[float, float], float],
@@ -73,7 +91,9 @@ def sequential(
 ) -> Timing:
     """Draw samples (seconds of first and second) until the interval of their median ratio
     lies on one side of ``threshold(first's median, second's median)`` or ``budget`` seconds
-    are spent, after at least ``min_samples`` (three when one is more than twice as fast)."""
+    are spent, after at least ``min_samples`` (three when one is more than twice as fast).
+    Past the budget, up to EXTEND times it, while twice the samples would likely clear the
+    threshold (``narrowing``)."""
     a: list[float] = []
     b: list[float] = []
     mark, start = host.cpu_mark(), time.perf_counter()
@@ -85,15 +105,18 @@ def sequential(
         if n >= 3 and (min(a) > 2 * max(b) or min(b) > 2 * max(a)):
             break
         if n >= min_samples:
-            lo, hi = median_interval([p / q for p, q in zip(a, b, strict=True)])
+            r = ratios(a, b)
+            lo, hi = median_interval(r)
             t = threshold(statistics.median(a) * 1e3, statistics.median(b) * 1e3)
-            if hi < t or lo > t or time.perf_counter() - start > budget:
+            spent = time.perf_counter() - start
+            if hi < t or lo > t or spent > EXTEND * budget:
                 break
-    ratios = [p / q for p, q in zip(a, b, strict=True)]
+            if spent > budget and not narrowing(r, t):
+                break
     return Timing(
         statistics.median(a) * 1e3,
         statistics.median(b) * 1e3,
-        median_interval(ratios),
+        median_interval(ratios(a, b)),
         n,
         host.others_since(mark),
         clock,
