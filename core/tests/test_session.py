@@ -420,6 +420,22 @@ def test_byocs_own_openmp_setting_changes_no_key(monkeypatch):
     assert host_id() != before
 
 
+def test_byocs_own_openmp_setting_in_a_child_process_changes_no_key(monkeypatch):
+    """A process where byoc set OpenMP's wait policy (loading a library) starts workers: they
+    inherit the setting with the environment, and find the plans their parent made."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)  # both restored after the test
+    monkeypatch.delenv("BYOC_OWN_ENV", raising=False)
+    monkeypatch.setattr(host, "OWN_ENV", {})
+    before = host.host_id()
+    host.set_own_env("OMP_WAIT_POLICY", "PASSIVE")
+    code = "from byoc import host; print(host.host_id())"
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert child.stdout.strip() == before, child.stderr
+    monkeypatch.setenv("OMP_WAIT_POLICY", "ACTIVE")  # the user's own, in the child: it counts
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert child.stdout.strip() not in ("", before), child.stderr
+
+
 def test_partition_and_explain_list_the_sessions_plans(tmp_path, capsys):
     from byoc.cli import main
 

@@ -80,18 +80,28 @@ def cpu() -> Cpu:
     )
 
 
+_THREAD_ENV = ("OMP_", "GOMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_")
+_OWN_VAR = "BYOC_OWN_ENV"  # byoc's own settings, named for the child processes that inherit them
+
+
+def _inherited() -> dict[str, str]:
+    """The settings a parent process's byoc made (``set_own_env``), as its children inherit
+    them with the environment."""
+    pairs = (item.split("=", 1) for item in os.environ.get(_OWN_VAR, "").split(";"))
+    return {p[0]: p[1] for p in pairs if len(p) == 2 and p[0].startswith(_THREAD_ENV)}
+
+
 # Environment variables byoc set itself (native.load: OpenMP's wait policy), the same in every
 # process byoc loads a library in: what depends on the environment (placement's host_id, a
-# session's plan key) leaves them out, or a key made before a library loaded would miss after.
-OWN_ENV: dict[str, str] = {}
+# session's plan key) leaves them out, or a key made before a library loaded would miss after,
+# and a worker process, which inherits them, would miss the plans of the app that started it.
+OWN_ENV: dict[str, str] = _inherited()
 
 
 def set_own_env(name: str, value: str) -> None:
     os.environ[name] = value
     OWN_ENV[name] = value
-
-
-_THREAD_ENV = ("OMP_", "GOMP_", "KMP_", "MKL_", "ONEDNN_", "DNNL_")
+    os.environ[_OWN_VAR] = ";".join(f"{k}={v}" for k, v in sorted(OWN_ENV.items()))
 
 
 def host_id() -> str:
