@@ -936,9 +936,7 @@ def test_a_burst_of_other_processes_is_waited_out(install, fake_clock):
     assert (m.kept, m.disturbed, m.others) == (True, False, 0.02)
 
 
-def test_a_whole_model_check_other_processes_disturbed_is_taken_on_one_thread(
-    install, fake_clock
-):
+def test_a_whole_model_check_other_processes_disturbed_is_taken_on_one_thread(install, fake_clock):
     install(Plugin("quick", 5, fake_ms=0.5))
     config = {"backends": ["quick"], **MEASURED}
     fake_clock["others"] = [0.0, 0.5, 0.5, 0.5]  # the partition; the whole model twice; alone
@@ -1155,6 +1153,17 @@ def test_other_processes_cpu_time_is_seen_and_byocs_own_is_not(cpu_meter):
 
 
 SPIN = "import time\nend = time.perf_counter() + {}\nwhile time.perf_counter() < end: pass"
+
+
+def test_an_apps_calls_beside_a_compile_count_as_another_processs(cpu_meter):
+    """An app calling its session while byoc compiles in the same process (a session's
+    background plans) slows placement's timings as another process would: the calls' time
+    it notes counts as others'."""
+    cpus = len(os.sched_getaffinity(0))
+    mark = host.cpu_mark()
+    exec(SPIN.format(0.4))  # the app's call, in this process
+    host.note_app(0.4)
+    assert host.others_since(mark) >= 0.3 / cpus
 
 
 def test_work_timed_on_one_thread_keeps_its_ratio_beside_a_busy_process_per_cpu(cpu_meter):

@@ -436,6 +436,21 @@ def test_byocs_own_openmp_setting_in_a_child_process_changes_no_key(monkeypatch)
     assert child.stdout.strip() not in ("", before), child.stderr
 
 
+def test_an_apps_calls_while_the_worker_compiles_are_noted(monkeypatch):
+    """While the worker compiles, each call's time is noted for placement's disturbance meter
+    (``host.note_app``); otherwise nothing is."""
+    s = byoc.InferenceSession(dynamic_model(), config=with_session(compile_after=100))
+    feed = {"x": np.ones((2, 8), np.float32)}
+    noted = []
+    monkeypatch.setattr(host, "note_app", noted.append)
+    s.run(None, feed)
+    assert noted == []
+    monkeypatch.setattr(session, "_working", threading.Event())
+    session._working.set()
+    s.run(None, feed)
+    assert len(noted) == 1 and noted[0] > 0
+
+
 def test_partition_and_explain_list_the_sessions_plans(tmp_path, capsys):
     from byoc.cli import main
 

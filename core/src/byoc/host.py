@@ -126,13 +126,21 @@ def cache_root() -> Path:
 
 BUSY = 0.125  # the share of the CPUs other processes may take while byoc times something
 _readings: deque[tuple[float, float, float]] = deque(maxlen=64)  # (monotonic, busy, own) seconds
+_app = [0.0]  # seconds an app's calls took in this process while byoc compiled beside them
+
+
+def note_app(seconds: float) -> None:
+    """Count ``seconds`` of an app's call made in this process while byoc compiles beside it
+    (``byoc.InferenceSession``'s background plans): ``others_since`` takes them as another
+    process's, since they slow byoc's timings as one would."""
+    _app[0] += seconds
 
 
 def _cpu_seconds() -> tuple[float, float, int] | None:
     """CPU seconds the CPUs this process may run on have spent busy since boot (user, nice,
     system, interrupts, and steal: the hypervisor running another machine on ours), those
-    this process spent (all its threads, and the children it waited for), and how many CPUs
-    those are; None without Linux's ``/proc/stat``."""
+    this process spent (all its threads, and the children it waited for) but an app's calls
+    (``note_app``), and how many CPUs those are; None without Linux's ``/proc/stat``."""
     mine = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     busy, cpus = 0, 0
     try:
@@ -147,7 +155,7 @@ def _cpu_seconds() -> tuple[float, float, int] | None:
     except (OSError, ValueError):
         return None
     t = os.times()  # children too: a compiler this process ran and waited for is its own work
-    return busy / os.sysconf("SC_CLK_TCK"), t[0] + t[1] + t[2] + t[3], cpus
+    return busy / os.sysconf("SC_CLK_TCK"), t[0] + t[1] + t[2] + t[3] - _app[0], cpus
 
 
 def busy(others: float | None) -> bool:

@@ -176,7 +176,11 @@ class InferenceSession:
         run_options: ort.RunOptions | None = None,
     ) -> list[Any]:
         """Run the model: onnxruntime's ``run``. A signature with a plan runs on it; any
-        other runs on onnxruntime at once, and is compiled once it is hot."""
+        other runs on onnxruntime at once, and is compiled once it is hot. While the worker
+        compiles, each call's time is noted (``host.note_app``): placement's timings beside
+        it are then disturbed, as by another process."""
+        if _working.is_set() and not getattr(_noting, "on", False):
+            return self._noted(output_names, input_feed, run_options)
         sig = signature(input_feed) if self._enabled else None
         plan = self._plans.get(sig) if sig is not None else None
         if sig is not None and plan is not None and plan.model is not None:
@@ -196,6 +200,21 @@ class InferenceSession:
         if self._cold:
             self._warm_up()
         return result
+
+    def _noted(
+        self,
+        output_names: Sequence[str] | None,
+        input_feed: Mapping[str, Any],
+        run_options: ort.RunOptions | None,
+    ) -> list[Any]:
+        """``run``, its time noted (``host.note_app``)."""
+        started = time.perf_counter()
+        _noting.on = True
+        try:
+            return self.run(output_names, input_feed, run_options)
+        finally:
+            _noting.on = False
+            host.note_app(time.perf_counter() - started)
 
     def _checked(
         self,
@@ -686,6 +705,7 @@ def _session_config(
 
 _jobs: queue.Queue[Callable[[], None]] | None = None
 _working = threading.Event()  # set while the worker runs a job
+_noting = threading.local()  # on: this thread's call is being timed for host.note_app
 _jobs_lock = threading.Lock()
 _internal = threading.local()
 
