@@ -2,8 +2,9 @@
 blocks) until the ~95% interval of the median of their ratio is clear of a threshold, and
 what other processes took of the CPUs meanwhile. A timing they disturbed (more than
 ``host.BUSY`` of the CPUs) is taken once more after a pause (``undisturbed``); still
-disturbed, it is no evidence in wall time. In CPU time on one thread (``ON_ONE_THREAD``,
-``thread_time``), both sides' work is what it is on a quiet machine, whatever others run."""
+disturbed, it is no evidence in wall time. Timed on one thread in its CPU time
+(``time_pair(on_one_thread=True)``: each side built to run on the calling thread alone,
+``ONE_THREAD_FALLBACK``), both sides' work reads as on a quiet machine, whatever others run."""
 
 from __future__ import annotations
 
