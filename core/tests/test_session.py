@@ -411,6 +411,7 @@ def test_byocs_own_openmp_setting_changes_no_key(monkeypatch):
     from byoc.placement import host_id
 
     monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    monkeypatch.delenv("BYOC_OWN_ENV", raising=False)  # set_own_env names its own: restored
     monkeypatch.setattr(host, "OWN_ENV", {})
     before = host_id()
     monkeypatch.setenv("GOMP_SPINCOUNT", "1")  # restored after the test
@@ -531,7 +532,7 @@ def test_a_cached_plain_plan_loads_without_importing_a_plugin_or_onnx(tmp_path):
     first.run(None, {"x": np.ones((2, 8), np.float32)})
     assert first.plans() == {(("x", "<f4", (2, 8)),): "onnxruntime"}
     script = f"""
-import importlib.metadata as md, json, pathlib, sys
+import importlib.metadata as md, json, os, pathlib, sys
 import byoc, numpy as np, onnxruntime as ort
 from byoc import host
 host.cache_root = lambda: pathlib.Path({str(tmp_path / "cache")!r})
@@ -543,9 +544,12 @@ for _ in range(3):  # hot at once (compile_after 1), and the cached plans load a
 assert s.wait(60)
 plugins = {{e.value.split(":")[0].split(".")[0] for e in md.entry_points(group="byoc.backends")}}
 heavy = sorted(m for m in sys.modules if m.split(".")[0] in plugins | {{"onnx"}})
-print(json.dumps([list(s.plans().values()), heavy, sorted(plugins)]))
+machine = [host.host_id(), {{k: v for k, v in os.environ.items() if "OMP" in k or "OWN" in k}}]
+print(json.dumps([list(s.plans().values()), heavy, sorted(plugins), machine]))
 """
-    plans, imported, plugins = in_new_process(script)
+    plans, imported, plugins, machine = in_new_process(script)
+    env = {k: v for k, v in os.environ.items() if "OMP" in k or "OWN" in k}
+    assert machine == [host.host_id(), env], host.OWN_ENV  # the parent's machine key
     assert plans == ["onnxruntime"]
     assert "byoc_examplejson" in plugins  # installed, and not imported:
     assert imported == []
