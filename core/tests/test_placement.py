@@ -46,18 +46,28 @@ class Runtime:
 class Plugin:
     """A test backend claiming Neg and Relu, registered on a fresh registry."""
 
-    def __init__(self, name: str, priority: int, sleep: float = 0.0, fake_ms: float = 0.0):
+    def __init__(
+        self,
+        name: str,
+        priority: int,
+        sleep: float = 0.0,
+        fake_ms: float = 0.0,
+        threaded: bool = True,
+    ):
         self.name, self.priority = name, priority
         self.runtime = Runtime(sleep, fake_ms)
         self.native = "build 1"  # what its build() says its native part is
+        self.threaded = threaded  # restates `threads`: runs threads of its own
 
     @byoc.hookimpl
     def byoc_register_backends(self, register):
+        threads = byoc.Option(int, 0, "threads per run", range(0, 1 << 16))
         register(
             self.name,
             priority=self.priority,
             build=lambda: self.native,
             description="placement test backend",
+            options={"threads": threads} if self.threaded else {},
         )
 
     @byoc.hookimpl
@@ -398,6 +408,30 @@ def test_a_candidate_other_processes_disturbed_is_timed_on_one_thread(install, f
     again = byoc.compile(model(), config)
     assert backends_of(again) == ["second", "onnxruntime"]
     assert all(m.cached for m in again.plan.placement.measurements)
+
+
+def test_a_backend_without_threads_of_its_own_is_held_to_onnxruntimes_threads(
+    install, fake_clock, monkeypatch
+):
+    """A backend that runs on the calling thread alone, timed on one thread under load beside
+    onnxruntime on one: onnxruntime's time counts as if its threads all worked (0.5 ms
+    against 1 ms on one thread is a loss against two), and the whole model is not timed so."""
+    install(Plugin("single", 5, fake_ms=0.5, threaded=False))
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})
+    fake_clock["others"] = [0.6, 0.6, 0.6]  # the partition twice, then on one thread
+    compiled = byoc.compile(model(), {"backends": ["single"], **MEASURED})
+    assert backends_of(compiled) == ["onnxruntime"]
+    (m,) = compiled.plan.placement.measurements
+    assert (m.clock, m.kept, m.onnxruntime_ms) == ("cpu", False, 0.5)
+    faster = Plugin("single", 5, fake_ms=0.2, threaded=False)
+    faster.native = "build 2"  # timed afresh
+    install(faster)
+    fake_clock["others"] = [0.6, 0.6, 0.6, 0.6, 0.6]  # ...; the whole model twice
+    with pytest.warns(UserWarning, match="the whole-model check: other processes took 60%"):
+        compiled = byoc.compile(model(), {"backends": ["single"], **MEASURED})
+    assert compiled.plan.placement.measurements[0].kept  # 0.2 ms beats 1 ms / 2
+    assert compiled.plan.placement.whole.disturbed  # not timed on one thread: no evidence
+    assert backends_of(compiled) == ["onnxruntime"]
 
 
 def test_while_other_processes_still_take_the_cpus_the_rest_is_timed_on_one_thread(

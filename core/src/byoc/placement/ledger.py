@@ -276,11 +276,13 @@ class Ledger:
             self._call_ms = timing.session_call_ms(fallback, self.reg)
         call_ms, margin = self._call_ms, self.margin
 
-        def pair(mine: timing.Runner, ort: timing.Runner, on_one_thread: bool) -> Timing:
+        def pair(
+            mine: timing.Runner, ort: timing.Runner, on_one_thread: bool, n: int = 1
+        ) -> Timing:  # n: onnxruntime's time counted as 1/n of what is timed
             m = rules.margin_of("cpu" if on_one_thread else "wall", margin)
 
             def threshold(_: float, t_ort: float) -> float:
-                return max(0.0, 1 - min(call_ms, t_ort) / t_ort) * (1 - m)
+                return max(0.0, 1 - min(call_ms, t_ort / n) / t_ort * n) * (1 - m) / n
 
             return timing.time_pair(
                 mine, ort, trial.args, threshold, budget=budget, min_pairs=pairs,
@@ -291,7 +293,13 @@ class Ledger:
             assert table is not None
             mine = compile_unit(self.reg, unit.backend, unit, self.one_thread(unit.backend, table))
             ort = compile_unit(self.reg, FALLBACK, unit, {**fallback, **timing.ONE_THREAD_FALLBACK})
-            return pair(mine[1].run, ort[1].run, True)
+            if self.threaded(unit.backend):
+                return pair(mine[1].run, ort[1].run, True)
+            # one thread against onnxruntime's many: onnxruntime taken as scaling perfectly
+            n = timing.onnxruntime_threads(fallback)
+            timed = pair(mine[1].run, ort[1].run, True, n)
+            lo, hi = timed.interval
+            return replace(timed, second_ms=timed.second_ms / n, interval=(lo * n, hi * n))
 
         result = self.undisturbed(
             lambda: pair(runtime.run, trial.ort, False), alone if table is not None else None
@@ -303,6 +311,12 @@ class Ledger:
         fallback = {**self.cfg.fallback, **timing.ONE_THREAD_FALLBACK}
         active = tuple(Active(a.backend, self.one_thread(a.name, a.table)) for a in self.ctx.active)
         return replace(self.ctx, config=replace(self.cfg, fallback=fallback), active=active)
+
+    def threaded(self, backend: str) -> bool:
+        """Whether ``backend`` runs threads of its own: it restates the ``threads`` option
+        (docs/plugin-authors.md). One that does not runs on the calling thread, and timed on
+        one thread beside onnxruntime on one, would look as fast as onnxruntime on many."""
+        return "threads" in self.reg.backends[backend].options
 
     def one_thread(self, backend: str, table: Mapping[str, Any]) -> dict[str, Any]:
         """``backend``'s ``table`` for running on the calling thread alone: ``threads`` = 1

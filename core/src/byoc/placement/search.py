@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from byoc.errors import ByocError
+from byoc.errors import BackendError, ByocError
 from byoc.executor import build
 from byoc.pipeline import partition
 from byoc.placement import check, rules, timing
@@ -331,6 +331,9 @@ class Search:
         margin = ledger.margin
 
         def alone() -> Timing:  # both built again on one thread (Ledger.undisturbed)
+            backends = {p.backend for plan in plans for p in plan.partitions}
+            if not all(ledger.threaded(b) for b in backends):  # as whole._alone
+                raise BackendError("a backend of the plans runs no threads of its own")
             one = ledger.one_thread_context()
             mine, other = (build(plan, one) for plan in plans)
             return timing.time_pair(

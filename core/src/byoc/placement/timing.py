@@ -9,6 +9,7 @@ disturbed, it is no evidence in wall time. Timed on one thread in its CPU time
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -47,6 +48,13 @@ class Timing:
     samples: int
     others: float | None = None  # the share of the CPUs other processes took meanwhile
     clock: str = "wall"  # "cpu": CPU time of the calling thread (each side on one thread)
+
+
+def onnxruntime_threads(fallback: Mapping[str, Any]) -> int:
+    """The intra-op threads an onnxruntime session with ``fallback``'s settings runs (0: one
+    per CPU this process may use)."""
+    n = int(fallback.get("intra_op_num_threads", 0) or 0)
+    return n if n > 0 else len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
 
 
 def whole_budget(once: float) -> float:

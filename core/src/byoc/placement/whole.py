@@ -17,6 +17,7 @@ from typing import Any
 import onnx
 
 from byoc.compiled import CompiledModel
+from byoc.errors import BackendError
 from byoc.executor import build
 from byoc.pipeline import as_read
 from byoc.placement import rules, timing
@@ -105,6 +106,9 @@ def _alone(
     """The compiled model against plain onnxruntime, each built again on one thread and timed
     in pairs in the calling thread's CPU time (``Ledger.undisturbed``)."""
     assert compiled.plan is not None
+    single = sorted({p.backend for p in compiled.plan.partitions if not ledger.threaded(p.backend)})
+    if single:  # one thread against onnxruntime's one: they would look faster than they are
+        raise BackendError(f"{', '.join(single)} run(s) no threads of their own")
     mine = build(compiled.plan, ledger.one_thread_context())
     table = {**ledger.cfg.fallback, **timing.ONE_THREAD_FALLBACK}
     plain = compile_unit(ledger.reg, FALLBACK, whole, table)[1]
