@@ -19,7 +19,7 @@ from typing import Any
 
 from byoc import host
 from byoc.context import Active, Context
-from byoc.errors import BackendError, ByocError
+from byoc.errors import BackendError
 from byoc.executor import fallback_config
 from byoc.graph import Graph
 from byoc.inputs import check_inputs, random_inputs
@@ -343,10 +343,11 @@ class Ledger:
 
     @staticmethod
     def _alone(alone: Callable[[], Timing]) -> Timing | None:
-        """``alone()``, or None where the one-thread builds fail (the wall time stands)."""
+        """``alone()``, or None where the one-thread builds fail to build or run (the
+        disturbed wall time stands: no evidence)."""
         try:
             return alone()
-        except ByocError:
+        except Exception:
             return None
 
     def judged(
